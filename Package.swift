@@ -1,0 +1,38 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "SwiftCouch",
+    platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9)],
+    products: [
+        .library(name: "SwiftCouch", targets: ["SwiftCouch"]),
+        .library(name: "SwiftCouchTesting", targets: ["SwiftCouchTesting"]),
+        .library(name: "CouchTestServer", targets: ["CouchTestServer"]),
+        .executable(name: "TestServer", targets: ["TestServerCLI"]),
+        .executable(name: "SwiftCouchDemo", targets: ["SwiftCouchDemo"]),
+    ],
+    targets: [
+        // HTTP/1.1 wire format (parsing and serialising), shared by the TestServer.
+        .target(name: "HTTPWire", path: "Sources/HTTPWire"),
+        .target(name: "SwiftCouch", path: "Sources/SwiftCouch"),
+        .target(name: "SwiftCouchTesting", dependencies: ["SwiftCouch"], path: "Sources/SwiftCouchTesting"),
+        .executableTarget(
+            name: "SwiftCouchDemo", dependencies: ["SwiftCouch", "CouchTestServer"], path: "Sources/SwiftCouchDemo"),
+        // The TestServer: JSON, collation and Mango (CouchQuery); the HTTP server and CouchDB engine.
+        .target(name: "CouchQuery", path: "TestServer/Sources/CouchQuery"),
+        .target(
+            name: "CouchTestServer", dependencies: ["HTTPWire", "CouchQuery"], path: "TestServer/Sources/CouchTestServer"),
+        .executableTarget(
+            name: "TestServerCLI", dependencies: ["CouchTestServer"], path: "TestServer/Sources/TestServerCLI"),
+        .testTarget(
+            name: "SwiftCouchTests", dependencies: ["SwiftCouch", "SwiftCouchTesting"], path: "Tests/SwiftCouchTests"),
+        .testTarget(
+            name: "EndToEndTests", dependencies: ["SwiftCouch", "CouchTestServer"], path: "Tests/EndToEndTests"),
+        .testTarget(
+            name: "CouchTestServerTests", dependencies: ["CouchTestServer", "CouchQuery", "HTTPWire"],
+            path: "Tests/CouchTestServerTests"),
+        .testTarget(
+            name: "TestServerConformanceTests", dependencies: ["CouchTestServer", "CouchQuery"],
+            path: "Tests/TestServerConformanceTests"),
+    ]
+)

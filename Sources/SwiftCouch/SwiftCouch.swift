@@ -1,0 +1,1 @@
+// SwiftCouch: a Swift client for Apache CouchDB and IBM Cloudant.

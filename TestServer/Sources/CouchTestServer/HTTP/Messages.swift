@@ -1,0 +1,90 @@
+import Foundation
+import HTTPWire
+
+/// One HTTP request as the TestServer's handlers see it: the head parsed, the body read whole.
+public struct ServerRequest: Sendable {
+    /// The method as sent (`GET`, `PUT`, `COPY`, ...).
+    public var method: String
+    /// The path as sent, still percent-encoded, without the query (`/db/a%2Fb`).
+    public var rawPath: String
+    /// The query string as sent, without the `?`, or nil when there was none.
+    public var rawQuery: String?
+    public var headers: HTTPHeaders
+    public var body: Data
+
+    public init(method: String, rawPath: String, rawQuery: String?, headers: HTTPHeaders, body: Data) {
+        self.method = method
+        self.rawPath = rawPath
+        self.rawQuery = rawQuery
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The path split at `/` and each segment percent-decoded the way CouchDB does it:
+    /// `%2F` stays inside its segment and `+` becomes a space. Empty segments are dropped.
+    /// `/db/a%2Fb` → `["db", "a/b"]`. A segment that does not decode is kept as sent.
+    public var pathSegments: [String] {
+        rawPath.split(separator: "/", omittingEmptySubsequences: true).map {
+            let plusDecoded = $0.replacingOccurrences(of: "+", with: " ")
+            return plusDecoded.removingPercentEncoding ?? String($0)
+        }
+    }
+
+    /// The query parameters in order, names and values percent-decoded (`+` as a space).
+    public var query: [(name: String, value: String)] {
+        guard let rawQuery, !rawQuery.isEmpty else { return [] }
+        return rawQuery.split(separator: "&", omittingEmptySubsequences: true).map { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            func decode(_ s: Substring) -> String {
+                let plus = s.replacingOccurrences(of: "+", with: " ")
+                return plus.removingPercentEncoding ?? plus
+            }
+            return (name: decode(parts[0]), value: parts.count > 1 ? decode(parts[1]) : "")
+        }
+    }
+
+    /// The last value of the query parameter `name` (CouchDB uses the last one).
+    public func queryValue(_ name: String) -> String? {
+        query.last { $0.name == name }?.value
+    }
+}
+
+/// Something that writes the chunks of a streamed response (continuous `_changes`).
+public protocol ChunkWriter: Sendable {
+    /// Sends `data` as one chunk. Returns false once the client has gone away; the producer should stop then.
+    @discardableResult func write(_ data: Data) -> Bool
+}
+
+/// The body of a response.
+public enum ResponseBody: Sendable {
+    /// No body at all (HEAD, 304, 204).
+    case empty
+    /// A body sent with `Content-Length`.
+    case data(Data)
+    /// A body sent with `Transfer-Encoding: chunked`; the closure runs on the connection's thread,
+    /// may block while it waits for more to send, and returns when the response is complete.
+    case stream(@Sendable (any ChunkWriter) -> Void)
+}
+
+/// One HTTP response as a handler builds it.
+public struct ServerResponse: Sendable {
+    public var status: Int
+    /// The reason phrase; nil means the standard phrase for the status as CouchDB sends it
+    /// (`Object Not Found` for 404).
+    public var reason: String?
+    public var headers: HTTPHeaders
+    public var body: ResponseBody
+
+    public init(status: Int, reason: String? = nil, headers: HTTPHeaders = HTTPHeaders(), body: ResponseBody = .empty) {
+        self.status = status
+        self.reason = reason
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// What the HTTP layer calls for each request. Implementations must be safe to call from many
+/// connection threads at once.
+public protocol RequestHandler: Sendable {
+    func handle(_ request: ServerRequest) -> ServerResponse
+}
