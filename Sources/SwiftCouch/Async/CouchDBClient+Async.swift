@@ -1,0 +1,32 @@
+import Foundation
+
+extension CouchDBClient {
+    /// Runs `operation` on the client's queue and returns its response.
+    ///
+    /// Cancelling the calling task cancels the HTTP request (or the pending retry) at once.
+    /// - Throws: ``CouchError`` — `.cancelled` when the task was cancelled.
+    public func execute<Op: CouchOperation>(_ operation: Op) async throws(CouchError) -> CouchResponse<Op.Response> {
+        let box = Locked<CouchOperationTask<Op>?>(nil)
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<CouchResponse<Op.Response>, CouchError>, Never>) in
+                let task = CouchOperationTask(
+                    makeOperation: { operation }, session: session, requestTimeout: configuration.requestTimeout,
+                    callbackQueue: callbackQueue
+                ) { result in
+                    continuation.resume(returning: result)
+                }
+                box.withLock { $0 = task }
+                if Task.isCancelled { task.cancel() }
+                operationQueue.addOperation(task)
+            }
+        } onCancel: {
+            box.current?.cancel()
+        }
+        return try result.get()
+    }
+
+    /// Runs `operation` and returns just its decoded value.
+    public func value<Op: CouchOperation>(_ operation: Op) async throws(CouchError) -> Op.Response {
+        try await execute(operation).value
+    }
+}

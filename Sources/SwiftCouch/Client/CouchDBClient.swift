@@ -1,0 +1,121 @@
+import Foundation
+
+/// A client for one CouchDB or Cloudant server.
+///
+/// ```swift
+/// let client = CouchDBClient(url: URL(string: "http://127.0.0.1:5984")!,
+///                            credentials: Credentials(username: "admin", password: "password"))
+/// // async/await
+/// let info = try await client.execute(GetServerInfoOperation()).value
+/// // completion handlers on the client's OperationQueue
+/// client.add(operation: CreateDatabaseOperation(name: "albums")) { result in print(result) }
+/// ```
+///
+/// The client owns an `OperationQueue` (at most ``Configuration/maximumConcurrentOperations`` at
+/// once), an ``InterceptableSession`` (authentication, retries, the network) and a serial
+/// callback queue. It is `Sendable`: share one client across your program.
+public final class CouchDBClient: Sendable {
+    /// The server URL, without credentials.
+    public let url: URL
+    /// The configuration the client was made with.
+    public let configuration: Configuration
+    /// The session every operation of this client goes through.
+    public let session: InterceptableSession
+    /// The client's own queue; ``add(operation:completion:)`` puts operations on it.
+    public let operationQueue: OperationQueue
+    /// Where completion handlers run.
+    public let callbackQueue: DispatchQueue
+
+    /// Creates a client.
+    /// - Parameters:
+    ///   - url: the server, e.g. `http://127.0.0.1:5984`. User information in the URL
+    ///     (`http://user:pass@host`) is taken as the credentials when `credentials` is nil, and is
+    ///     never sent in URLs.
+    ///   - credentials: who to authenticate as; nil for anonymous access.
+    ///   - configuration: see ``Configuration``; every field has a default.
+    public init(url: URL, credentials: Credentials? = nil, configuration: Configuration = Configuration()) {
+        var components = URLComponents(url: url, resolvingAgainstBaseURL: false)
+        var credentials = credentials
+        if credentials == nil, let user = components?.user, let password = components?.password {
+            credentials = Credentials(
+                username: user.removingPercentEncoding ?? user, password: password.removingPercentEncoding ?? password)
+        }
+        components?.user = nil
+        components?.password = nil
+        let cleanURL = components?.url ?? url
+        self.url = cleanURL
+        self.configuration = configuration
+        self.session = InterceptableSession(baseURL: cleanURL, credentials: credentials, configuration: configuration)
+        let queue = OperationQueue()
+        queue.name = "SwiftCouch.CouchDBClient"
+        queue.maxConcurrentOperationCount = max(1, configuration.maximumConcurrentOperations)
+        self.operationQueue = queue
+        self.callbackQueue = configuration.callbackQueue ?? DispatchQueue(label: "SwiftCouch.callbacks")
+    }
+
+    /// Makes a task for `operation` without starting it: add it to any `OperationQueue`, with
+    /// dependencies as you like.
+    /// - Parameters:
+    ///   - operation: the CouchDB call.
+    ///   - completion: called exactly once with the result, on ``callbackQueue``.
+    public func task<Op: CouchOperation>(
+        for operation: Op, completion: @escaping CouchOperationTask<Op>.Completion = { _ in }
+    ) -> CouchOperationTask<Op> {
+        task(building: { operation }, completion: completion)
+    }
+
+    /// Makes a task whose operation is built when the task starts — after its dependencies have
+    /// finished — so it can use their results (for example the revision a previous write returned).
+    /// If `builder` throws, the completion receives that error and nothing is sent.
+    public func task<Op: CouchOperation>(
+        building builder: @escaping @Sendable () throws -> Op,
+        completion: @escaping CouchOperationTask<Op>.Completion = { _ in }
+    ) -> CouchOperationTask<Op> {
+        CouchOperationTask(
+            makeOperation: builder, session: session, requestTimeout: configuration.requestTimeout,
+            callbackQueue: callbackQueue, completion: completion)
+    }
+
+    /// Runs `operation` on the client's own queue.
+    /// - Returns: the task, to cancel it or to make other tasks depend on it.
+    @discardableResult
+    public func add<Op: CouchOperation>(
+        operation: Op, completion: @escaping CouchOperationTask<Op>.Completion = { _ in }
+    ) -> CouchOperationTask<Op> {
+        let task = task(for: operation, completion: completion)
+        operationQueue.addOperation(task)
+        return task
+    }
+
+    /// Runs a task made by ``task(for:completion:)`` or ``task(building:completion:)`` on the
+    /// client's own queue.
+    public func add(task: Foundation.Operation) {
+        operationQueue.addOperation(task)
+    }
+
+    /// Runs `operation` and waits for its result, blocking the calling thread.
+    ///
+    /// For command-line tools and scripts. Never call it on the main thread of an app, nor on the
+    /// callback queue. It does not take a slot of the client's queue, so it cannot deadlock when
+    /// that queue is full.
+    public func executeAndWait<Op: CouchOperation>(_ operation: Op) -> Result<CouchResponse<Op.Response>, CouchError> {
+        let box = Locked<Result<CouchResponse<Op.Response>, CouchError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let task = CouchOperationTask(
+            makeOperation: { operation }, session: session, requestTimeout: configuration.requestTimeout,
+            callbackQueue: DispatchQueue.global()
+        ) { result in
+            box.withLock { $0 = result }
+            done.signal()
+        }
+        DispatchQueue.global().async { task.start() }
+        done.wait()
+        return box.current ?? .failure(.cancelled())
+    }
+
+    /// Stops the client's transport; operations still queued fail.
+    public func shutdown() {
+        operationQueue.cancelAllOperations()
+        session.shutdown()
+    }
+}

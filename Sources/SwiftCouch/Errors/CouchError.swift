@@ -1,0 +1,132 @@
+import Foundation
+
+/// Every failure SwiftCouch reports: one type, saying what went wrong and where.
+///
+/// A `CouchError` carries its ``kind``, the HTTP ``statusCode`` when a response arrived, CouchDB's
+/// own ``error`` and ``reason`` strings when the body had them (or the body as text when it was
+/// not JSON), the ``method`` and ``path`` of the request, and the ``underlying`` error.
+///
+/// Its `description` never contains a password, an `Authorization` header or a session cookie:
+/// the path is recorded without the query string or any user information.
+public struct CouchError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// What kind of failure this is. New kinds may be added; switch with a `default`.
+    public struct Kind: Hashable, Sendable, CustomStringConvertible {
+        private enum Code: String {
+            case validation, serialisation, transport, http, decoding, cancelled, authentication
+        }
+        private let code: Code
+        private init(_ code: Code) { self.code = code }
+
+        /// The operation's inputs were rejected before anything was sent.
+        public static let validation = Kind(.validation)
+        /// The request body could not be built.
+        public static let serialisation = Kind(.serialisation)
+        /// The request did not get a response: connection refused or dropped, timeout, DNS.
+        public static let transport = Kind(.transport)
+        /// The server answered with an error status (see ``CouchError/statusCode``).
+        public static let http = Kind(.http)
+        /// The response arrived but could not be read as the expected type.
+        public static let decoding = Kind(.decoding)
+        /// The operation was cancelled before it completed.
+        public static let cancelled = Kind(.cancelled)
+        /// Logging in failed: wrong credentials, or a session that could not be renewed.
+        public static let authentication = Kind(.authentication)
+
+        public var description: String { code.rawValue }
+    }
+
+    /// What kind of failure this is.
+    public var kind: Kind
+    /// A human-readable summary written by SwiftCouch (never containing secrets).
+    public var message: String
+    /// The HTTP status of the response, when one arrived.
+    public var statusCode: Int?
+    /// CouchDB's `error` string from the response body (`"conflict"`, `"not_found"`, ...).
+    public var error: String?
+    /// CouchDB's `reason` string from the response body (`"Document update conflict."`, ...).
+    public var reason: String?
+    /// The response body as text when it was not a CouchDB JSON error (truncated to 2,000 characters).
+    public var bodyText: String?
+    /// The HTTP method of the request, when one was made.
+    public var method: String?
+    /// The percent-encoded path of the request, without query string or credentials.
+    public var path: String?
+    /// The error that caused this one, if any (a `URLError`, a `DecodingError`, ...).
+    public var underlying: (any Error)?
+
+    /// Creates an error. Prefer the static factories.
+    public init(
+        kind: Kind, message: String, statusCode: Int? = nil, error: String? = nil, reason: String? = nil,
+        bodyText: String? = nil, method: String? = nil, path: String? = nil, underlying: (any Error)? = nil
+    ) {
+        self.kind = kind
+        self.message = message
+        self.statusCode = statusCode
+        self.error = error
+        self.reason = reason
+        self.bodyText = bodyText
+        self.method = method
+        self.path = path
+        self.underlying = underlying
+    }
+
+    /// An input rejected in `validate`.
+    public static func validation(_ message: String) -> CouchError {
+        CouchError(kind: .validation, message: message)
+    }
+
+    /// A body that could not be built.
+    public static func serialisation(_ message: String, underlying: (any Error)? = nil) -> CouchError {
+        CouchError(kind: .serialisation, message: message, underlying: underlying)
+    }
+
+    /// A cancelled operation.
+    public static func cancelled(method: String? = nil, path: String? = nil) -> CouchError {
+        CouchError(kind: .cancelled, message: "The operation was cancelled.", method: method, path: path)
+    }
+
+    /// An error from an HTTP response: reads CouchDB's `{"error":..,"reason":..}` body, or keeps
+    /// the body as text when it is not that.
+    public static func http(
+        status: Int, body: Data?, method: String?, path: String?, kind: Kind = .http
+    ) -> CouchError {
+        var error: String?
+        var reason: String?
+        var bodyText: String?
+        if let body, !body.isEmpty {
+            if let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
+                object["error"] != nil || object["reason"] != nil
+            {
+                error = object["error"].map { "\($0)" }
+                reason = object["reason"].map { "\($0)" }
+            } else {
+                bodyText = String(decoding: body.prefix(2_000), as: UTF8.self)
+            }
+        }
+        var message = "HTTP \(status)"
+        if let error { message += " \(error)" }
+        if let reason { message += ": \(reason)" }
+        return CouchError(
+            kind: kind, message: message, statusCode: status, error: error, reason: reason,
+            bodyText: bodyText, method: method, path: path)
+    }
+
+    /// A short, secret-free description: kind, status, CouchDB's error and reason, method and path.
+    public var description: String {
+        var text = "CouchError.\(kind): \(message)"
+        if let method, let path { text += " (\(method) \(path))" }
+        return text
+    }
+
+    /// The description plus the body text and the underlying error, for debugging. Still secret-free.
+    public var debugDescription: String {
+        var text = description
+        if let bodyText { text += " body: \(Redaction.redact(bodyText))" }
+        if let underlying { text += " underlying: \(Redaction.redact(String(describing: underlying)))" }
+        return text
+    }
+}
+
+extension CouchError: LocalizedError {
+    public var errorDescription: String? { description }
+}

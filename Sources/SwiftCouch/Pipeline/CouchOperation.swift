@@ -1,0 +1,192 @@
+import Foundation
+
+/// The status and headers of a response, as an operation's ``CouchOperation/processResponse(data:httpInfo:)``
+/// sees them.
+public struct HTTPInfo: Sendable {
+    /// The HTTP status code.
+    public var statusCode: Int
+    /// The response headers (case-insensitive look-up).
+    public var headers: HTTPFields
+
+    public init(statusCode: Int, headers: HTTPFields) {
+        self.statusCode = statusCode
+        self.headers = headers
+    }
+
+    /// Whether the status is 2xx.
+    public var isSuccess: Bool { (200..<300).contains(statusCode) }
+}
+
+/// What a successful operation delivers: its decoded response, with the HTTP status and headers.
+public struct CouchResponse<Value: Sendable>: Sendable {
+    /// The decoded response.
+    public var value: Value
+    /// The HTTP status code.
+    public var statusCode: Int
+    /// The response headers (`ETag`, `Location`, `X-Couch-Update-NewRev`, ...).
+    public var headers: HTTPFields
+
+    public init(value: Value, statusCode: Int, headers: HTTPFields) {
+        self.value = value
+        self.statusCode = statusCode
+        self.headers = headers
+    }
+}
+
+/// One CouchDB API call: what to check, what to send and how to read the answer.
+///
+/// The pipeline (``CouchOperationTask``) drives every operation in this fixed order:
+/// 1. ``validate()`` — inputs only, no I/O. A failure reaches the completion handler; nothing is sent.
+/// 2. ``serialise()`` — build the body once. May throw; then nothing is sent.
+/// 3. ``endpoint``, ``parameters``, ``method``, ``data``, ``contentType``, ``headers`` — read
+///    once each, in that order, only after 1 and 2 succeeded.
+/// 4. The request goes through the ``InterceptableSession`` (authentication, retries).
+/// 5. ``processResponse(data:httpInfo:)`` — turns the response (any status) into the typed result
+///    or throws a ``CouchError``.
+/// 6. The completion handler — exactly once, on the configured callback queue.
+///
+/// Operations are values: write one as a `struct` conforming to ``JSONOperation`` or
+/// ``DataOperation`` and fill in the properties; everything else has a default.
+public protocol CouchOperation: Sendable {
+    /// What a successful call delivers.
+    associatedtype Response: Sendable
+
+    /// Checks the inputs. Throw ``CouchError/validation(_:)`` with a message that says what is wrong.
+    func validate() throws(CouchError)
+
+    /// Builds the request body, once, before ``data`` is read. Defaults to doing nothing.
+    mutating func serialise() throws
+
+    /// The path, as unencoded segments (percent-encoded when the URL is built).
+    var endpoint: CouchPath { get }
+
+    /// The query parameters, unencoded (each name and value is percent-encoded when the URL is
+    /// built; JSON-valued parameters are JSON text). Defaults to none.
+    var parameters: [URLQueryItem] { get }
+
+    /// The HTTP method. Defaults to `GET`.
+    var method: HTTPMethod { get }
+
+    /// The request body. Defaults to nil.
+    var data: Data? { get }
+
+    /// The body's content type. Defaults to `application/json` when there is a body.
+    var contentType: String? { get }
+
+    /// Extra request headers (`If-Match`, `Destination`, `Accept`, ...). Defaults to none.
+    var headers: HTTPFields { get }
+
+    /// Whether sending the request twice is harmless, so 5xx and dropped connections may be
+    /// retried. Defaults to true for `GET`, `HEAD` and for writes that carry a revision (a `rev`
+    /// parameter or an `If-Match` header); false otherwise.
+    var isIdempotent: Bool { get }
+
+    /// Reads the response, whatever its status: returns the result or throws a ``CouchError``.
+    func processResponse(data: Data, httpInfo: HTTPInfo) throws -> Response
+}
+
+extension CouchOperation {
+    public func validate() throws(CouchError) {}
+    public mutating func serialise() throws {}
+    public var parameters: [URLQueryItem] { [] }
+    public var method: HTTPMethod { .get }
+    public var data: Data? { nil }
+    public var contentType: String? { data == nil ? nil : "application/json" }
+    public var headers: HTTPFields { HTTPFields() }
+
+    public var isIdempotent: Bool {
+        if method == .get || method == .head { return true }
+        if method == .post { return false }
+        return parameters.contains { $0.name == "rev" } || headers["If-Match"] != nil
+    }
+
+    /// Throws the CouchDB error of a non-2xx response; call it first in a custom `processResponse`.
+    public func throwIfError(data: Data, httpInfo: HTTPInfo) throws(CouchError) {
+        guard httpInfo.isSuccess else {
+            throw CouchError.http(status: httpInfo.statusCode, body: data, method: method.rawValue, path: nil)
+        }
+    }
+}
+
+/// An operation whose response is JSON, decoded into a `Decodable` type.
+///
+/// For free-form JSON use ``JSONValue`` as the `Response` (for example
+/// `GetDocumentOperation<JSONValue>`).
+public protocol JSONOperation: CouchOperation where Response: Decodable {
+    /// The decoder used for the response. Defaults to a plain `JSONDecoder`.
+    var decoder: JSONDecoder { get }
+}
+
+extension JSONOperation {
+    public var decoder: JSONDecoder { JSONDecoder() }
+
+    /// Throws the CouchDB error of a non-2xx status, otherwise decodes `Response`.
+    public func processResponse(data: Data, httpInfo: HTTPInfo) throws -> Response {
+        try throwIfError(data: data, httpInfo: httpInfo)
+        return try decodeResponse(data, httpInfo: httpInfo)
+    }
+
+    /// Decodes `data` as `Response`, turning a failure into a ``CouchError`` of kind `.decoding`
+    /// that keeps the status and the body.
+    public func decodeResponse(_ data: Data, httpInfo: HTTPInfo) throws(CouchError) -> Response {
+        do {
+            return try decoder.decode(Response.self, from: data)
+        } catch {
+            var couchError = CouchError.http(
+                status: httpInfo.statusCode, body: data, method: method.rawValue, path: nil, kind: .decoding)
+            couchError.message = "The response (HTTP \(httpInfo.statusCode)) is not a valid \(Response.self): \(error)"
+            if couchError.bodyText == nil, couchError.error == nil {
+                couchError.bodyText = String(decoding: data.prefix(2_000), as: UTF8.self)
+            }
+            couchError.underlying = error
+            throw couchError
+        }
+    }
+}
+
+/// Raw response bytes and their content type, as a ``DataOperation`` delivers them.
+public struct DataResponse: Sendable, Equatable {
+    /// The body, exactly as received.
+    public var data: Data
+    /// The `Content-Type` of the body, if the server sent one.
+    public var contentType: String?
+
+    public init(data: Data, contentType: String?) {
+        self.data = data
+        self.contentType = contentType
+    }
+}
+
+/// An operation whose response is raw bytes (attachments, show/list handler output).
+public protocol DataOperation: CouchOperation where Response == DataResponse {}
+
+extension DataOperation {
+    /// Throws the CouchDB error of a non-2xx status, otherwise returns the bytes and content type.
+    public func processResponse(data: Data, httpInfo: HTTPInfo) throws -> DataResponse {
+        try throwIfError(data: data, httpInfo: httpInfo)
+        return DataResponse(data: data, contentType: httpInfo.headers["Content-Type"])
+    }
+}
+
+/// The body of many write responses: `{"ok":true}`.
+public struct OKResponse: Codable, Sendable, Equatable {
+    public var ok: Bool
+    public init(ok: Bool) { self.ok = ok }
+}
+
+extension URLQueryItem {
+    /// A query item whose value is the JSON text of `value` (`key="a"`, `startkey=["a",1]`).
+    public static func json<T: Encodable>(_ name: String, _ value: T) throws -> URLQueryItem {
+        let data = try JSONEncoder.couch.encode(value)
+        return URLQueryItem(name: name, value: String(decoding: data, as: UTF8.self))
+    }
+}
+
+extension JSONEncoder {
+    /// The encoder SwiftCouch uses for bodies: compact, `/` not escaped.
+    static var couch: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        return encoder
+    }
+}

@@ -1,0 +1,141 @@
+import Foundation
+
+/// An HTTP method, including CouchDB's `COPY`.
+public struct HTTPMethod: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue.uppercased() }
+
+    public static let get = HTTPMethod(rawValue: "GET")
+    public static let head = HTTPMethod(rawValue: "HEAD")
+    public static let put = HTTPMethod(rawValue: "PUT")
+    public static let post = HTTPMethod(rawValue: "POST")
+    public static let delete = HTTPMethod(rawValue: "DELETE")
+    public static let copy = HTTPMethod(rawValue: "COPY")
+
+    public var description: String { rawValue }
+}
+
+/// HTTP header fields with case-insensitive look-up, kept in the order they were set.
+public struct HTTPFields: Sendable, Hashable, Sequence, ExpressibleByDictionaryLiteral, CustomStringConvertible {
+    /// The fields as name/value pairs, in order.
+    public private(set) var pairs: [Pair]
+
+    /// One header field.
+    public struct Pair: Sendable, Hashable {
+        public var name: String
+        public var value: String
+    }
+
+    public init() { pairs = [] }
+
+    public init(dictionaryLiteral elements: (String, String)...) {
+        pairs = elements.map { Pair(name: $0.0, value: $0.1) }
+    }
+
+    /// The first value of `name`, compared case-insensitively; setting replaces every value.
+    public subscript(name: String) -> String? {
+        get { pairs.first { $0.name.lowercased() == name.lowercased() }?.value }
+        set {
+            let lower = name.lowercased()
+            guard let newValue else {
+                pairs.removeAll { $0.name.lowercased() == lower }
+                return
+            }
+            guard let index = pairs.firstIndex(where: { $0.name.lowercased() == lower }) else {
+                pairs.append(Pair(name: name, value: newValue))
+                return
+            }
+            pairs[index].value = newValue
+            pairs = pairs.enumerated().filter { $0.offset <= index || $0.element.name.lowercased() != lower }
+                .map(\.element)
+        }
+    }
+
+    /// Every value of `name`, in order.
+    public func values(_ name: String) -> [String] {
+        pairs.filter { $0.name.lowercased() == name.lowercased() }.map(\.value)
+    }
+
+    /// Adds a field without removing others of the same name.
+    public mutating func append(_ name: String, _ value: String) {
+        pairs.append(Pair(name: name, value: value))
+    }
+
+    public func makeIterator() -> IndexingIterator<[Pair]> { pairs.makeIterator() }
+
+    /// The fields with secret values (`Authorization`, `Cookie`, `Set-Cookie`) replaced by `<redacted>`.
+    public var description: String {
+        pairs.map { "\($0.name): \(Redaction.headerValue(name: $0.name, value: $0.value))" }
+            .joined(separator: ", ")
+    }
+}
+
+/// A fully built request, as the session hands it to a ``Transport``.
+public struct HTTPRequest: Sendable, CustomStringConvertible {
+    public var method: HTTPMethod
+    /// The absolute URL, with the percent-encoded path and query. Never carries user information.
+    public var url: URL
+    public var headers: HTTPFields
+    /// The body, sent again unchanged on every retry.
+    public var body: Data?
+    /// How long to wait for the response.
+    public var timeout: TimeInterval
+
+    public init(method: HTTPMethod, url: URL, headers: HTTPFields = HTTPFields(), body: Data? = nil, timeout: TimeInterval = 60) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+    }
+
+    /// The percent-encoded path, without the query.
+    public var path: String {
+        URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? url.path
+    }
+
+    /// The percent-encoded query, without `?`, or nil.
+    public var query: String? {
+        URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedQuery
+    }
+
+    /// Method and path only: safe to log.
+    public var description: String { "\(method) \(path)" }
+}
+
+/// A response as a ``Transport`` returns it: status, headers and the whole body.
+public struct HTTPResponse: Sendable {
+    public var statusCode: Int
+    public var headers: HTTPFields
+    public var body: Data
+
+    public init(statusCode: Int, headers: HTTPFields = HTTPFields(), body: Data = Data()) {
+        self.statusCode = statusCode
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// Something that can cancel a request in flight.
+public protocol Cancellable: Sendable {
+    func cancel()
+}
+
+/// The one seam between SwiftCouch and the network.
+///
+/// ``URLSessionTransport`` is the default. Tests (and SwiftCouchTesting's simulated responses)
+/// supply their own transport, so the whole pipeline runs unchanged with no network.
+public protocol Transport: Sendable {
+    /// Sends `request` and calls `completion` exactly once with the response or the transport error.
+    /// The completion may run on any thread.
+    @discardableResult
+    func send(_ request: HTTPRequest, completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void)
+        -> any Cancellable
+
+    /// Releases the transport's resources. Requests in flight may be cancelled.
+    func shutdown()
+}
+
+extension Transport {
+    public func shutdown() {}
+}

@@ -1,0 +1,35 @@
+import Foundation
+
+/// Removes secrets from text that may reach a log or an error description.
+enum Redaction {
+    static let placeholder = "<redacted>"
+
+    /// Header names whose values are always secret.
+    static let secretHeaders: Set<String> = ["authorization", "cookie", "set-cookie", "proxy-authorization"]
+
+    /// JSON members whose values are always secret.
+    static let secretFields = ["password", "password_sha", "derived_key", "salt", "apikey", "api_key", "token"]
+
+    /// The value to show for header `name`.
+    static func headerValue(name: String, value: String) -> String {
+        secretHeaders.contains(name.lowercased()) ? placeholder : value
+    }
+
+    /// Redacts `"password":"…"`-style members and `user:password@` in URLs from free text.
+    static func redact(_ text: String) -> String {
+        var result = text
+        for field in secretFields {
+            result = replacing(pattern: #""\#(field)"\s*:\s*"(?:[^"\\]|\\.)*(?:"|\\?$)"#, in: result, with: #""\#(field)":"\#(placeholder)""#)
+        }
+        result = replacing(pattern: #"(password=)[^&\s]*"#, in: result, with: "$1" + placeholder)
+        result = replacing(pattern: #"(AuthSession=)[^;\s,"]+"#, in: result, with: "$1" + placeholder)
+        result = replacing(pattern: #"(://)[^/@\s:]+:[^/@\s]+@"#, in: result, with: "$1" + placeholder + "@")
+        return result
+    }
+
+    private static func replacing(pattern: String, in text: String, with template: String) -> String {
+        guard let regex = try? NSRegularExpression(pattern: pattern, options: [.caseInsensitive]) else { return text }
+        let range = NSRange(text.startIndex..., in: text)
+        return regex.stringByReplacingMatches(in: text, range: range, withTemplate: template)
+    }
+}

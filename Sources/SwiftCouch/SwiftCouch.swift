@@ -1,1 +1,0 @@
-// SwiftCouch: a Swift client for Apache CouchDB and IBM Cloudant.
