@@ -1,10 +1,3 @@
-indirect enum SelectorNode: Sendable {
-    case all
-    static func parse(_ json: JSON) throws(MangoError) -> SelectorNode { .all }
-    func matches(_ document: JSON) -> Bool { true }
-    var json: JSON { [:] }
-}
-
 enum MangoIndexes {
     static func create(requestBody: JSON, designDocuments: [JSON], partitionedDatabase: Bool)
         throws(MangoError) -> MangoIndexCreation
