@@ -77,9 +77,11 @@ public protocol CouchOperation: Sendable {
     var headers: HTTPFields { get }
 
     /// Whether sending the request twice is harmless, so 5xx and dropped connections may be
-    /// retried. Defaults to true for `GET`, `HEAD` and for writes that carry a revision (a `rev`
-    /// parameter or an `If-Match` header); false otherwise.
-    var isIdempotent: Bool { get }
+    /// retried. Defaults to nil: the pipeline decides from what it already read — true for `GET`,
+    /// `HEAD` and for writes that carry a revision (a `rev` parameter or an `If-Match` header),
+    /// false otherwise (never for a `POST` that could create a second document). Read-only `POST`s
+    /// such as `_all_docs` with keys or `_find` return true.
+    var isIdempotent: Bool? { get }
 
     /// Reads the response, whatever its status: returns the result or throws a ``CouchError``.
     func processResponse(data: Data, httpInfo: HTTPInfo) throws -> Response
@@ -94,17 +96,22 @@ extension CouchOperation {
     public var contentType: String? { data == nil ? nil : "application/json" }
     public var headers: HTTPFields { HTTPFields() }
 
-    public var isIdempotent: Bool {
-        if method == .get || method == .head { return true }
-        if method == .post { return false }
-        return parameters.contains { $0.name == "rev" } || headers["If-Match"] != nil
-    }
+    public var isIdempotent: Bool? { nil }
 
     /// Throws the CouchDB error of a non-2xx response; call it first in a custom `processResponse`.
     public func throwIfError(data: Data, httpInfo: HTTPInfo) throws(CouchError) {
         guard httpInfo.isSuccess else {
-            throw CouchError.http(status: httpInfo.statusCode, body: data, method: method.rawValue, path: nil)
+            throw CouchError.http(status: httpInfo.statusCode, body: data, method: nil, path: nil)
         }
+    }
+}
+
+/// Whether a request is safe to send twice, judged from its method, parameters and headers.
+enum RequestSafety {
+    static func isSafeToRepeat(method: HTTPMethod, parameters: [URLQueryItem], headers: HTTPFields) -> Bool {
+        if method == .get || method == .head { return true }
+        if method == .post { return false }
+        return parameters.contains { $0.name == "rev" } || headers["If-Match"] != nil
     }
 }
 
@@ -133,7 +140,7 @@ extension JSONOperation {
             return try decoder.decode(Response.self, from: data)
         } catch {
             var couchError = CouchError.http(
-                status: httpInfo.statusCode, body: data, method: method.rawValue, path: nil, kind: .decoding)
+                status: httpInfo.statusCode, body: data, method: nil, path: nil, kind: .decoding)
             couchError.message = "The response (HTTP \(httpInfo.statusCode)) is not a valid \(Response.self): \(error)"
             if couchError.bodyText == nil, couchError.error == nil {
                 couchError.bodyText = String(decoding: data.prefix(2_000), as: UTF8.self)

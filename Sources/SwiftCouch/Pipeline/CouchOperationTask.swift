@@ -117,7 +117,10 @@ public final class CouchOperationTask<Operation: CouchOperation>: Foundation.Ope
         }
         // 4. the session; 5. processResponse
         let prepared = operation
-        let handle = session.send(request, isIdempotent: prepared.isIdempotent) { [weak self] result in
+        let isIdempotent =
+            prepared.isIdempotent
+            ?? RequestSafety.isSafeToRepeat(method: method, parameters: parameters, headers: headers)
+        let handle = session.send(request, isIdempotent: isIdempotent) { [weak self] result in
             guard let self else { return }
             switch result {
             case .failure(let error):

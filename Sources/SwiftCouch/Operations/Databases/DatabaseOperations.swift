@@ -33,7 +33,7 @@ public struct CreateDatabaseOperation: JSONOperation {
 
     public var endpoint: CouchPath { CouchPath(name) }
     public var method: HTTPMethod { .put }
-    public var isIdempotent: Bool { true }
+    public var isIdempotent: Bool? { true }
 
     public var parameters: [URLQueryItem] {
         var items: [URLQueryItem] = []
@@ -56,7 +56,7 @@ public struct DeleteDatabaseOperation: JSONOperation {
     public func validate() throws(CouchError) { try CouchValidation.validateDatabaseName(name) }
     public var endpoint: CouchPath { CouchPath(name) }
     public var method: HTTPMethod { .delete }
-    public var isIdempotent: Bool { true }
+    public var isIdempotent: Bool? { true }
 }
 
 /// What `GET /{db}` says about a database.

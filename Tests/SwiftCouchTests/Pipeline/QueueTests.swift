@@ -1,0 +1,183 @@
+import Foundation
+import SwiftCouch
+import SwiftCouchTesting
+import Testing
+
+@Suite("Operations on OperationQueues: dependencies, lazy builders, blocking and async use")
+struct QueueTests {
+    static let created = SimulatedResponse.json(201, #"{"ok":true,"id":"doc","rev":"1-aaa"}"#)
+    static let updated = SimulatedResponse.json(201, #"{"ok":true,"id":"doc","rev":"2-bbb"}"#)
+
+    @Test("addDependency on a user's OperationQueue: the dependent starts only after the first finished")
+    func dependencies() {
+        let transport = SimulatedTransport(responses: [
+            .json(201, #"{"ok":true}"#, delay: 0.2), .json(201, #"{"ok":true,"id":"doc","rev":"1-aaa"}"#),
+        ])
+        let client = Simulation.client(transport: transport)
+        let events = EventLog<String>()
+        let create = client.task(for: CreateDatabaseOperation(name: "db")) { _ in events.append("created") }
+        let put = client.task(for: PutDocumentOperation(database: "db", id: "doc", document: ["a": 1])) { _ in
+            events.append("put")
+        }
+        put.addDependency(create)
+        let queue = OperationQueue()
+        queue.maxConcurrentOperationCount = 4
+        queue.addOperations([put, create], waitUntilFinished: true)
+        #expect(events.all == ["created", "put"])
+        #expect(transport.requests.map(\.method) == ["PUT", "PUT"])
+        #expect(transport.requests.map(\.path) == ["/db", "/db/doc"])
+    }
+
+    @Test("A lazy builder runs after its dependency and uses that operation's result (the new revision)")
+    func lazyBuilder() throws {
+        let transport = SimulatedTransport(responses: [Self.created, Self.updated])
+        let client = Simulation.client(transport: transport)
+        let first = client.task(for: PutDocumentOperation(database: "db", id: "doc", document: ["v": 1]))
+        let second = client.task(building: {
+            let rev = try first.result!.get().value.rev!
+            return PutDocumentOperation(database: "db", id: "doc", document: ["v": 2], revision: rev)
+        })
+        second.addDependency(first)
+        client.operationQueue.addOperations([second, first], waitUntilFinished: true)
+        #expect(transport.requests.last?.queryValue("rev") == "1-aaa")
+        #expect(try second.result?.get().value.rev == "2-bbb")
+    }
+
+    @Test("A builder that throws fails its task and sends nothing")
+    func failingBuilder() {
+        let transport = SimulatedTransport(responses: [])
+        let client = Simulation.client(transport: transport)
+        let task = client.task(building: { () throws -> GetServerInfoOperation in throw SimulationError("no rev yet") })
+        client.operationQueue.addOperations([task], waitUntilFinished: true)
+        #expect(transport.requests.isEmpty)
+        guard case .failure(let error)? = task.result else {
+            Issue.record("expected a failure")
+            return
+        }
+        #expect(error.message.contains("no rev yet"))
+    }
+
+    @Test("The client's queue runs at most maximumConcurrentOperations at once")
+    func concurrencyLimit() {
+        let inFlight = EventLog<Int>()
+        let counter = Counter()
+        let transport = SimulatedTransport(responder: { _ in
+            inFlight.append(counter.increment())
+            Thread.sleep(forTimeInterval: 0.02)
+            counter.decrement()
+            return .json(200, #"{"couchdb":"Welcome","version":"3.5.0"}"#)
+        })
+        var configuration = Configuration()
+        configuration.maximumConcurrentOperations = 3
+        let client = Simulation.client(transport: transport, configuration: configuration)
+        #expect(client.operationQueue.maxConcurrentOperationCount == 3)
+        let tasks = (0..<12).map { _ in client.task(for: GetServerInfoOperation()) }
+        client.operationQueue.addOperations(tasks, waitUntilFinished: true)
+        #expect(inFlight.count == 12)
+        #expect(inFlight.all.max()! <= 3)
+    }
+
+    @Test("executeAndWait from a background thread does not deadlock while the client's queue is full")
+    func blockingWhileBusy() {
+        let transport = SimulatedTransport(responder: { request in
+            request.url.path == "/slow"
+                ? .json(200, #"{"couchdb":"Welcome","version":"3.5.0"}"#, delay: 1)
+                : .json(200, #"{"couchdb":"Welcome","version":"3.5.0"}"#)
+        })
+        var configuration = Configuration()
+        configuration.maximumConcurrentOperations = 1
+        let client = Simulation.client(transport: transport, configuration: configuration)
+        struct Slow: JSONOperation {
+            typealias Response = ServerInfo
+            var endpoint: CouchPath { CouchPath("slow") }
+        }
+        client.add(operation: Slow())
+        client.add(operation: Slow())
+        let done = DispatchSemaphore(value: 0)
+        let outcome = EventLog<Int>()
+        DispatchQueue.global().async {
+            // Called from inside a completion handler on the (serial) callback queue, too.
+            if case .success(let response) = client.executeAndWait(GetServerInfoOperation()) {
+                outcome.append(response.statusCode)
+            }
+            client.add(operation: GetServerInfoOperation()) { _ in
+                if case .success(let r) = client.executeAndWait(GetServerInfoOperation()) { outcome.append(r.statusCode) }
+                done.signal()
+            }
+        }
+        #expect(waitFor(done, seconds: 20))
+        #expect(outcome.all == [200, 200])
+    }
+
+    @Test("async execute returns the response and throws CouchError")
+    func asyncExecute() async throws {
+        let transport = SimulatedTransport(responses: [
+            .json(200, #"{"couchdb":"Welcome","version":"3.5.0"}"#), .json(404, #"{"error":"not_found","reason":"missing"}"#),
+        ])
+        let client = Simulation.client(transport: transport)
+        let info = try await client.execute(GetServerInfoOperation())
+        #expect(info.value.version == "3.5.0")
+        do {
+            _ = try await client.value(GetDocumentOperation<JSONValue>(database: "db", id: "nope"))
+            Issue.record("expected a 404")
+        } catch {
+            #expect(error.statusCode == 404)
+            #expect(error.reason == "missing")
+        }
+    }
+
+    @Test("Cancelling the Swift task cancels the request in flight")
+    func asyncCancellation() async {
+        let transport = SimulatedTransport(responses: [.json(200, #"{"couchdb":"Welcome","version":"3.5.0"}"#, delay: 30)])
+        let client = Simulation.client(transport: transport)
+        let task = Task { try await client.execute(GetServerInfoOperation()) }
+        try? await Task.sleep(for: .milliseconds(200))
+        task.cancel()
+        let started = Date()
+        let result = await task.result
+        #expect(Date().timeIntervalSince(started) < 10)  // a deadlock guard, not a performance assertion
+        guard case .failure(let error as CouchError) = result else {
+            Issue.record("expected a CouchError")
+            return
+        }
+        #expect(error.kind == .cancelled)
+        #expect(transport.requests.count == 1)
+    }
+
+    @Test("Completion handlers run on the configured callback queue")
+    func callbackQueue() {
+        let queue = DispatchQueue(label: "user.callbacks")
+        let key = DispatchSpecificKey<String>()
+        queue.setSpecific(key: key, value: "user")
+        var configuration = Configuration()
+        configuration.callbackQueue = queue
+        let transport = SimulatedTransport(responses: [.json(200, #"{"couchdb":"Welcome","version":"3.5.0"}"#)])
+        let client = Simulation.client(transport: transport, configuration: configuration)
+        let seen = EventLog<String?>()
+        let done = DispatchSemaphore(value: 0)
+        client.add(operation: GetServerInfoOperation()) { _ in
+            seen.append(DispatchQueue.getSpecific(key: key))
+            done.signal()
+        }
+        #expect(waitFor(done))
+        #expect(seen.all == ["user"])
+    }
+}
+
+/// A thread-safe counter.
+final class Counter: @unchecked Sendable {
+    // @unchecked Sendable: `value` is only touched under `lock`.
+    private let lock = NSLock()
+    private var value = 0
+    func increment() -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        value += 1
+        return value
+    }
+    func decrement() {
+        lock.lock()
+        value -= 1
+        lock.unlock()
+    }
+}
