@@ -1,0 +1,447 @@
+import CouchQuery
+import Foundation
+import HTTPWire
+
+/// The TestServer's HTTP/1.1 server: POSIX sockets on 127.0.0.1, one thread per connection.
+///
+/// It reads each request whole (head and body), hands it to `dispatch`, and writes what comes back.
+/// Keep-alive, pipelining, `Expect: 100-continue`, chunked request bodies and chunked streamed
+/// responses are supported. A malformed request gets a CouchDB-shaped 400 and the connection closes.
+final class HTTPServer: @unchecked Sendable {
+    // @unchecked Sendable: the mutable state (connections, stopping) is only touched under `lock`;
+    // everything else is immutable after init.
+
+    /// What to do with a request.
+    enum Reply: Sendable {
+        /// Answer normally.
+        case response(ServerResponse)
+        /// Close the connection without answering.
+        case drop
+        /// Send the head with the full `Content-Length`, half of the body, then close.
+        case truncated(ServerResponse)
+    }
+
+    typealias Dispatch = @Sendable (ServerRequest) -> Reply
+
+    struct Options: Sendable {
+        var port: Int = 0
+        var maxBodySize: Int = 300 * 1024 * 1024
+        var limits = HTTPParserLimits(maxHeadSize: 64 * 1024, maxHeaderCount: 128)
+        /// How long to keep retrying when the port is still in use (restarts on the same port).
+        var bindRetrySeconds: Double = 3
+    }
+
+    static let serverHeader = "CouchDB/3.5.0 (Erlang OTP/26)"
+
+    /// A CouchDB-shaped error response: `{"error":…,"reason":…}` and a newline.
+    static func errorResponse(status: Int, error: String, reason: String, headers: HTTPHeaders = HTTPHeaders())
+        -> ServerResponse
+    {
+        var all: HTTPHeaders = ["Content-Type": "application/json", "Cache-Control": "must-revalidate"]
+        for field in headers { all.set(field.name, field.value) }
+        let body = JSON.object([("error", .string(error)), ("reason", .string(reason))]).serialized + "\n"
+        return ServerResponse(status: status, headers: all, body: .data(Data(body.utf8)))
+    }
+
+    let port: Int
+    private let listener: Int32
+    private let options: Options
+    private let dispatch: Dispatch
+    private let lock = NSLock()
+    private var connections: [Int: Int32] = [:]
+    private var nextConnectionID = 0
+    private var stopping = false
+    private var acceptThreadDone = false
+    private let threads = DispatchGroup()
+
+    init(options: Options, dispatch: @escaping Dispatch) throws {
+        var attempt: (fd: Int32, port: Int)?
+        let deadline = Date().addingTimeInterval(options.port == 0 ? 0 : options.bindRetrySeconds)
+        while attempt == nil {
+            do {
+                attempt = try POSIXSocket.listen(port: options.port)
+            } catch let error as SocketError where error.isAddressInUse && Date() < deadline {
+                usleep(50_000)
+            }
+        }
+        self.listener = attempt!.fd
+        self.port = attempt!.port
+        self.options = options
+        self.dispatch = dispatch
+    }
+
+    /// Starts accepting connections on a thread of its own.
+    func start() {
+        threads.enter()
+        let thread = Thread { [self] in
+            acceptLoop()
+            threads.leave()
+        }
+        thread.name = "TestServer accept :\(port)"
+        thread.start()
+    }
+
+    /// Closes the listener and shuts down every connection (blocked reads and writes return at
+    /// once). Threads end on their own; `waitForThreads` joins them.
+    func beginStop() {
+        let fds: [Int32]
+        lock.lock()
+        if stopping {
+            lock.unlock()
+            return
+        }
+        stopping = true
+        fds = Array(connections.values)
+        // Wakes the accept thread (accept returns an error); it closes the listener itself.
+        POSIXSocket.shutdownBoth(listener)
+        for fd in fds { POSIXSocket.shutdownBoth(fd) }
+        lock.unlock()
+    }
+
+    /// Waits until the accept thread and every connection thread have ended, at most `timeout`
+    /// seconds. Returns false when some thread is still running (a stream that ignores failed writes).
+    @discardableResult
+    func waitForThreads(timeout: Double) -> Bool {
+        threads.wait(timeout: .now() + timeout) == .success
+    }
+
+    /// `beginStop()` and then `waitForThreads`.
+    @discardableResult
+    func stop(timeout: Double = 5) -> Bool {
+        beginStop()
+        return waitForThreads(timeout: timeout)
+    }
+
+    private var isStopping: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return stopping
+    }
+
+    // MARK: - Accepting
+
+    private func acceptLoop() {
+        while let fd = POSIXSocket.accept(listener) {
+            lock.lock()
+            if stopping {
+                lock.unlock()
+                POSIXSocket.closeDescriptor(fd)
+                break
+            }
+            let id = nextConnectionID
+            nextConnectionID += 1
+            connections[id] = fd
+            threads.enter()
+            lock.unlock()
+            let thread = Thread { [self] in
+                var connection = Connection(fd: fd, server: self)
+                connection.run()
+                lock.lock()
+                connections[id] = nil
+                POSIXSocket.closeDescriptor(fd)
+                lock.unlock()
+                threads.leave()
+            }
+            thread.name = "TestServer connection \(id)"
+            thread.start()
+            if isStopping { break }
+        }
+        lock.lock()
+        acceptThreadDone = true
+        POSIXSocket.closeDescriptor(listener)
+        lock.unlock()
+    }
+
+    // MARK: - One connection
+
+    /// The state of one client connection, used only by its own thread.
+    private struct Connection {
+        let fd: Int32
+        let server: HTTPServer
+        var decoder: HTTPRequestDecoder
+        var readBuffer: UnsafeMutableRawBufferPointer
+
+        init(fd: Int32, server: HTTPServer) {
+            self.fd = fd
+            self.server = server
+            var limits = server.options.limits
+            limits.maxBodySize = server.options.maxBodySize
+            self.decoder = HTTPRequestDecoder(limits: limits)
+            self.readBuffer = .allocate(byteCount: 256 * 1024, alignment: 16)
+        }
+
+        /// Reads more bytes into the decoder. False at end of stream or on an error.
+        mutating func readMore() -> Bool {
+            let n = POSIXSocket.receive(fd, into: readBuffer)
+            if n <= 0 {
+                decoder.finish()
+                return false
+            }
+            decoder.feed(UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]))
+            return true
+        }
+
+        mutating func run() {
+            defer { readBuffer.deallocate() }
+            while !server.isStopping {
+                guard serveOne() else { return }
+            }
+        }
+
+        /// Reads and answers one request. False when the connection should close.
+        mutating func serveOne() -> Bool {
+            // The head.
+            var head: HTTPRequestHead?
+            var eof = false
+            do {
+                while head == nil {
+                    if let part = try decoder.next() {
+                        guard case .head(let h) = part else { return false }
+                        head = h
+                    } else {
+                        if eof {
+                            return false  // closed between requests (or mid-head: nothing to answer)
+                        }
+                        eof = !readMore()
+                        if eof, decoder.isAtMessageBoundary, decoder.bufferedByteCount == 0 { return false }
+                    }
+                }
+            } catch {
+                rejectAndClose(error)
+                return false
+            }
+            guard let head else { return false }
+
+            guard head.target.hasPrefix("/") || head.target == "*" || head.target.contains("://") else {
+                rejectAndClose(HTTPWireError.invalidStartLine("\(head.method) \(head.target)"))
+                return false
+            }
+
+            // Expect: 100-continue.
+            let hasBody = decoder.currentFraming != .none && decoder.currentFraming != .contentLength(0)
+            if let expect = head.headers["Expect"] {
+                guard expect.lowercased() == "100-continue" else {
+                    send(
+                        errorResponse(
+                            status: 417, error: "expectation_failed", reason: "Unsupported Expect header: \(expect)"),
+                        head: head, keepAlive: false)
+                    lingeringClose()
+                    return false
+                }
+                if hasBody, head.version == .http1_1, decoder.bufferedByteCount == 0 {
+                    guard POSIXSocket.sendAll(fd, Data("HTTP/1.1 100 Continue\r\n\r\n".utf8)) else { return false }
+                }
+            }
+
+            // The body.
+            var body = Data()
+            if case .contentLength(let n) = decoder.currentFraming { body.reserveCapacity(n) }
+            do {
+                var ended = false
+                reading: while true {
+                    switch try decoder.next() {
+                    case .body(let data)?: body.append(data)
+                    case .end?: break reading
+                    case .head?: return false
+                    case nil:
+                        // After the end of the stream the decoder throws for an incomplete body.
+                        if ended { return false }
+                        if !readMore() { ended = true }
+                    }
+                }
+            } catch HTTPWireError.unexpectedEndOfStream {
+                return false
+            } catch {
+                rejectAndClose(error)
+                return false
+            }
+
+            let request = ServerRequest(
+                method: head.method, rawPath: head.path, rawQuery: head.query, headers: head.headers, body: body)
+            let reply = server.dispatch(request)
+            var keepAlive = head.keepAlive
+            switch reply {
+            case .drop:
+                return false
+            case .truncated(let response):
+                sendTruncated(response, head: head)
+                return false
+            case .response(let response):
+                if response.headers.connectionTokens.contains("close") { keepAlive = false }
+                let sent = send(response, head: head, keepAlive: keepAlive)
+                return sent && keepAlive && !server.isStopping
+            }
+        }
+
+        func errorResponse(status: Int, error: String, reason: String) -> ServerResponse {
+            HTTPServer.errorResponse(status: status, error: error, reason: reason)
+        }
+
+        /// Answers a request that could not be read with 400 (413 when too large) and closes.
+        func rejectAndClose(_ error: Error) {
+            let response: ServerResponse
+            if case HTTPWireError.bodyTooLarge = error {
+                response = errorResponse(status: 413, error: "too_large", reason: "the request entity is too large")
+            } else {
+                let reason = (error as? HTTPWireError)?.description ?? "\(error)"
+                response = errorResponse(status: 400, error: "bad_request", reason: reason)
+            }
+            let head = HTTPRequestHead(method: "GET", target: "/", version: .http1_1)
+            send(response, head: head, keepAlive: false)
+            lingeringClose()
+        }
+
+        /// Stops writing, then reads (and drops) what the client still sends for a moment, so that
+        /// closing does not reset the connection before the client has read the answer.
+        func lingeringClose() {
+            POSIXSocket.shutdownWrite(fd)
+            POSIXSocket.setReceiveTimeout(fd, seconds: 0.5)
+            var scratch = [UInt8](repeating: 0, count: 16 * 1024)
+            var total = 0
+            while total < 8 * 1024 * 1024 {
+                let n = scratch.withUnsafeMutableBytes { POSIXSocket.receive(fd, into: $0) }
+                if n <= 0 { break }
+                total += n
+            }
+        }
+
+        /// The head to send for `response`: reason, `Server`, `Date`, `Connection`.
+        func responseHead(_ response: ServerResponse, request: HTTPRequestHead, keepAlive: Bool) -> HTTPResponseHead {
+            var headers = response.headers
+            if !headers.contains("Server") { headers.add("Server", HTTPServer.serverHeader) }
+            if !headers.contains("Date") { headers.add("Date", httpDate()) }
+            headers.remove("Connection")
+            if !keepAlive {
+                headers.add("Connection", "close")
+            } else if request.version == .http1_0 {
+                headers.add("Connection", "keep-alive")
+            }
+            let version: HTTPVersion = request.version == .http1_0 ? .http1_0 : .http1_1
+            return HTTPResponseHead(version: version, status: response.status, reason: response.reason, headers: headers)
+        }
+
+        /// Writes `response`. False when the connection cannot be reused (the peer
+        /// went away, or a stream had to be delimited by closing).
+        @discardableResult
+        func send(_ response: ServerResponse, head request: HTTPRequestHead, keepAlive: Bool) -> Bool {
+            let isHead = request.method == "HEAD"
+            let status = response.status
+            let noBodyStatus = (100..<200).contains(status) || status == 204 || status == 304
+            var response = response
+            response.headers.remove("Transfer-Encoding")
+            switch response.body {
+            case .empty:
+                if status == 204 || (100..<200).contains(status) {
+                    response.headers.remove("Content-Length")
+                } else if !response.headers.contains("Content-Length") {
+                    response.headers.add("Content-Length", "0")
+                }
+                let out = responseHead(response, request: request, keepAlive: keepAlive).serialized
+                return POSIXSocket.sendAll(fd, out)
+            case .data(let data):
+                if isHead || noBodyStatus {
+                    if status == 204 || (100..<200).contains(status) {
+                        response.headers.remove("Content-Length")
+                    } else if !response.headers.contains("Content-Length") {
+                        response.headers.add("Content-Length", String(data.count))
+                    }
+                    let out = responseHead(response, request: request, keepAlive: keepAlive).serialized
+                    return POSIXSocket.sendAll(fd, out)
+                }
+                response.headers.set("Content-Length", String(data.count))
+                var out = responseHead(response, request: request, keepAlive: keepAlive).serialized
+                if data.count <= 64 * 1024 {
+                    out.append(data)
+                    return POSIXSocket.sendAll(fd, out)
+                }
+                return POSIXSocket.sendAll(fd, out) && POSIXSocket.sendAll(fd, data)
+            case .stream(let produce):
+                response.headers.remove("Content-Length")
+                if isHead || noBodyStatus {
+                    if !noBodyStatus { response.headers.add("Transfer-Encoding", "chunked") }
+                    let out = responseHead(response, request: request, keepAlive: keepAlive).serialized
+                    return POSIXSocket.sendAll(fd, out)
+                }
+                let chunked = request.version != .http1_0
+                if chunked { response.headers.add("Transfer-Encoding", "chunked") }
+                let out = responseHead(response, request: request, keepAlive: keepAlive && chunked).serialized
+                guard POSIXSocket.sendAll(fd, out) else { return false }
+                let writer = SocketChunkWriter(fd: fd, chunked: chunked)
+                produce(writer)
+                guard chunked, writer.isOpen else { return false }
+                return POSIXSocket.sendAll(fd, HTTPSerializer.lastChunk())
+            }
+        }
+
+        /// Sends the head declaring the whole body, then half of it, and stops.
+        func sendTruncated(_ response: ServerResponse, head request: HTTPRequestHead) {
+            var response = response
+            response.headers.remove("Transfer-Encoding")
+            switch response.body {
+            case .stream(let produce):
+                response.headers.remove("Content-Length")
+                response.headers.add("Transfer-Encoding", "chunked")
+                let out = responseHead(response, request: request, keepAlive: false).serialized
+                guard POSIXSocket.sendAll(fd, out) else { return }
+                produce(SocketChunkWriter(fd: fd, chunked: true, truncateFirstChunk: true))
+            case .empty, .data:
+                var data = Data()
+                if case .data(let d) = response.body { data = d }
+                if data.count < 2 { data = Data("{}".utf8) }
+                response.headers.set("Content-Length", String(data.count))
+                var out = responseHead(response, request: request, keepAlive: false).serialized
+                if request.method != "HEAD" { out.append(data.prefix(data.count / 2)) }
+                _ = POSIXSocket.sendAll(fd, out)
+            }
+        }
+    }
+}
+
+/// Writes the chunks of a streamed response straight to the socket.
+final class SocketChunkWriter: ChunkWriter, @unchecked Sendable {
+    // @unchecked Sendable: `open` is guarded by `lock`; writes are serialised by the same lock.
+    private let fd: Int32
+    private let chunked: Bool
+    private let truncateFirstChunk: Bool
+    private let lock = NSLock()
+    private var open = true
+
+    init(fd: Int32, chunked: Bool, truncateFirstChunk: Bool = false) {
+        self.fd = fd
+        self.chunked = chunked
+        self.truncateFirstChunk = truncateFirstChunk
+    }
+
+    var isOpen: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return open
+    }
+
+    @discardableResult
+    func write(_ data: Data) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        guard open else { return false }
+        if data.isEmpty { return true }
+        if truncateFirstChunk {
+            var out = HTTPSerializer.chunkHeader(size: data.count)
+            out.append(data.prefix(max(1, data.count / 2)))
+            _ = POSIXSocket.sendAll(fd, out)
+            POSIXSocket.shutdownBoth(fd)
+            open = false
+            return false
+        }
+        let ok: Bool
+        if !chunked {
+            ok = POSIXSocket.sendAll(fd, data)
+        } else if data.count <= 64 * 1024 {
+            ok = POSIXSocket.sendAll(fd, HTTPSerializer.chunk(data))
+        } else {
+            ok = POSIXSocket.sendAll(fd, HTTPSerializer.chunkHeader(size: data.count)) && POSIXSocket.sendAll(fd, data)
+                && POSIXSocket.sendAll(fd, Data([0x0D, 0x0A]))
+        }
+        if !ok { open = false }
+        return ok
+    }
+}

@@ -1,0 +1,331 @@
+import Foundation
+import HTTPWire
+
+/// An in-process CouchDB 3.5-compatible server for tests, listening on 127.0.0.1.
+///
+/// ```swift
+/// let server = try TestServer.start()          // an ephemeral port, admin/password
+/// defer { server.stop() }
+/// // talk to server.url with server.adminName / server.adminPassword
+/// server.faults.failNext(2, with: .tooManyRequests(retryAfter: 1))
+/// #expect(server.requestCount(path: "/db/doc", method: "GET") == 3)
+/// ```
+///
+/// Thread-safe. `stop()` is also called when the server is deallocated.
+public final class TestServer: @unchecked Sendable {
+    // @unchecked Sendable: the mutable state (the HTTP server, engine, handler, running flag) is
+    // guarded by `lock`; `faults` and the request counter are thread-safe themselves.
+
+    /// How a server is set up.
+    public struct Configuration: Sendable {
+        /// The port to listen on (127.0.0.1 only); 0 picks a free one. Defaults to 0.
+        public var port: Int
+        /// The options the CouchDB engine gets (admin, session timeout, data directory, ...).
+        public var engineOptions: CouchEngine.Options
+        /// The seed for faults that hit a fraction of requests. Defaults to 0.
+        public var faultSeed: UInt64
+        /// The largest request body accepted (413 beyond). Defaults to 300 MiB.
+        public var maxRequestBodySize: Int
+        /// When set, requests go to this handler instead of the CouchDB engine (the engine is
+        /// still created and reachable as `server.engine`). Useful to test the HTTP layer alone.
+        public var handler: (any RequestHandler)?
+
+        public init(
+            port: Int = 0, adminName: String = "admin", adminPassword: String = "password", sessionTimeout: Int = 600,
+            dataDirectory: URL? = nil, faultSeed: UInt64 = 0, maxRequestBodySize: Int = 300 * 1024 * 1024,
+            handler: (any RequestHandler)? = nil
+        ) {
+            self.port = port
+            var options = CouchEngine.Options()
+            options.adminName = adminName
+            options.adminPassword = adminPassword
+            options.sessionTimeout = sessionTimeout
+            options.dataDirectory = dataDirectory
+            self.engineOptions = options
+            self.faultSeed = faultSeed
+            self.maxRequestBodySize = maxRequestBodySize
+            self.handler = handler
+        }
+
+        /// The server admin's name. Defaults to `admin`.
+        public var adminName: String {
+            get { engineOptions.adminName }
+            set { engineOptions.adminName = newValue }
+        }
+
+        /// The server admin's password. Defaults to `password`.
+        public var adminPassword: String {
+            get { engineOptions.adminPassword }
+            set { engineOptions.adminPassword = newValue }
+        }
+
+        /// Lifetime of an `AuthSession` cookie in seconds. Defaults to 600.
+        public var sessionTimeout: Int {
+            get { engineOptions.sessionTimeout }
+            set { engineOptions.sessionTimeout = newValue }
+        }
+
+        /// Where the engine keeps its data so that a restart keeps it; nil keeps it in memory.
+        public var dataDirectory: URL? {
+            get { engineOptions.dataDirectory }
+            set { engineOptions.dataDirectory = newValue }
+        }
+    }
+
+    /// Starts a server.
+    public static func start(_ configuration: Configuration = Configuration()) throws -> TestServer {
+        let server = TestServer(configuration: configuration)
+        try server.launch(port: configuration.port)
+        return server
+    }
+
+    /// Starts a server whose requests go to `handler` (see `Configuration.handler`).
+    public static func start(handler: any RequestHandler, configuration: Configuration = Configuration()) throws
+        -> TestServer
+    {
+        var configuration = configuration
+        configuration.handler = handler
+        return try start(configuration)
+    }
+
+    /// The configuration the server was started with.
+    public let configuration: Configuration
+    /// Faults on demand (see `TestServerFaults`). Rules stay in force across `restart()`.
+    public let faults: TestServerFaults
+
+    private let lock = NSLock()
+    private var http: HTTPServer?
+    private var _engine: CouchEngine?
+    private var _port = 0
+    private var running = false
+    private let counter = RequestCounter()
+    private let stopSignal = StopSignal()
+
+    private init(configuration: Configuration) {
+        self.configuration = configuration
+        self.faults = TestServerFaults(seed: configuration.faultSeed)
+    }
+
+    deinit {
+        stop()
+    }
+
+    /// The port the server listens on (the real one when the configuration said 0).
+    public var port: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return _port
+    }
+
+    /// `http://127.0.0.1:PORT`, without a trailing slash.
+    public var urlString: String { "http://127.0.0.1:\(port)" }
+
+    /// `http://127.0.0.1:PORT`, without a trailing slash.
+    public var url: URL { URL(string: urlString)! }
+
+    /// The base URL with `path` appended; `path` is used as written (already percent-encoded),
+    /// with exactly one `/` between the two.
+    public func url(path: String) -> URL {
+        URL(string: urlString + (path.hasPrefix("/") ? path : "/" + path))!
+    }
+
+    /// The server admin's name.
+    public var adminName: String { configuration.adminName }
+    /// The server admin's password.
+    public var adminPassword: String { configuration.adminPassword }
+
+    /// The CouchDB engine answering requests (a new one after `restart()`).
+    public var engine: CouchEngine {
+        lock.lock()
+        defer { lock.unlock() }
+        return _engine!
+    }
+
+    /// Whether the server is accepting connections.
+    public var isRunning: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return running
+    }
+
+    /// Makes every `AuthSession` cookie issued so far invalid, as if its lifetime had run out.
+    public func expireAllSessions() {
+        engine.expireAllSessions()
+    }
+
+    /// Stops the server: closes the listener and every connection, ends streamed responses
+    /// (the engine is closed), and waits (at most 5 s) for the connection threads to end.
+    /// Calling it again does nothing.
+    public func stop() {
+        lock.lock()
+        let http = self.http
+        let engine = self._engine
+        let wasRunning = running
+        running = false
+        self.http = nil
+        lock.unlock()
+        guard wasRunning else { return }
+        http?.beginStop()
+        stopSignal.fire()
+        engine?.close()
+        http?.waitForThreads(timeout: 5)
+    }
+
+    /// Stops the server and starts it again on the same port. The engine is closed and opened
+    /// again from `dataDirectory`, so a restart keeps the data when there is a data directory and
+    /// starts empty when everything was in memory. Fault rules and request counts are kept.
+    public func restart() throws {
+        let port = self.port
+        stop()
+        try launch(port: port)
+    }
+
+    private func launch(port: Int) throws {
+        let engine = try CouchEngine(options: configuration.engineOptions)
+        let handler: any RequestHandler = configuration.handler ?? engine
+        stopSignal.reset()
+        let dispatch = Self.makeDispatch(handler: handler, faults: faults, counter: counter, stopSignal: stopSignal)
+        let options = HTTPServer.Options(port: port, maxBodySize: configuration.maxRequestBodySize)
+        let http: HTTPServer
+        do {
+            http = try HTTPServer(options: options, dispatch: dispatch)
+        } catch {
+            engine.close()
+            throw error
+        }
+        lock.lock()
+        self.http = http
+        self._engine = engine
+        self._port = http.port
+        self.running = true
+        lock.unlock()
+        http.start()
+    }
+
+    private static func makeDispatch(
+        handler: any RequestHandler, faults: TestServerFaults, counter: RequestCounter, stopSignal: StopSignal
+    ) -> HTTPServer.Dispatch {
+        return { request in
+            counter.record(method: request.method, rawPath: request.rawPath, rawQuery: request.rawQuery)
+            guard let fault = faults.fault(forMethod: request.method, rawPath: request.rawPath, rawQuery: request.rawQuery)
+            else { return .response(handler.handle(request)) }
+            switch fault {
+            case .dropConnection:
+                return .drop
+            case .delay(let seconds):
+                if stopSignal.wait(seconds: seconds) { return .drop }
+                return .response(handler.handle(request))
+            case .truncatedBody:
+                return .truncated(handler.handle(request))
+            case .tooManyRequests, .internalServerError, .serviceUnavailable, .invalidJSON:
+                return .response(fault.cannedResponse!)
+            }
+        }
+    }
+
+    // MARK: - Request counts
+
+    /// How many requests arrived (faulted ones included) for `path` and `method` since the start
+    /// or the last `resetRequestCounts()`. `path` is compared with the path as sent (still
+    /// percent-encoded); with a `?` in it, with path and query together. Nil path or method
+    /// matches all.
+    public func requestCount(path: String? = nil, method: String? = nil) -> Int {
+        counter.count { m, p, q in
+            if let method, method.uppercased() != m.uppercased() { return false }
+            guard let path else { return true }
+            return path.contains("?") ? p + (q.map { "?" + $0 } ?? "") == path : p == path
+        }
+    }
+
+    /// How many requests arrived whose path (as sent) starts with `pathPrefix`, optionally only
+    /// with `method`.
+    public func requestCount(pathPrefix: String, method: String? = nil) -> Int {
+        counter.count { m, p, q in
+            if let method, method.uppercased() != m.uppercased() { return false }
+            return (pathPrefix.contains("?") ? p + (q.map { "?" + $0 } ?? "") : p).hasPrefix(pathPrefix)
+        }
+    }
+
+    /// Every request that arrived, in order: method, path and query as sent (at most the last
+    /// 100,000).
+    public var requestLog: [(method: String, path: String, query: String?)] { counter.log }
+
+    /// Sets every request count back to 0 and empties `requestLog`.
+    public func resetRequestCounts() {
+        counter.reset()
+    }
+}
+
+/// Counts requests by method, path and query.
+final class RequestCounter: @unchecked Sendable {
+    // @unchecked Sendable: all state is guarded by `lock`.
+    private struct Key: Hashable {
+        var method: String
+        var path: String
+        var query: String?
+    }
+
+    private let lock = NSLock()
+    private var counts: [Key: Int] = [:]
+    private var entries: [Key] = []
+    private static let logLimit = 100_000
+
+    func record(method: String, rawPath: String, rawQuery: String?) {
+        let key = Key(method: method, path: rawPath, query: rawQuery)
+        lock.lock()
+        counts[key, default: 0] += 1
+        entries.append(key)
+        if entries.count > Self.logLimit { entries.removeFirst(entries.count - Self.logLimit / 2) }
+        lock.unlock()
+    }
+
+    func count(where predicate: (String, String, String?) -> Bool) -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return counts.reduce(0) { $0 + (predicate($1.key.method, $1.key.path, $1.key.query) ? $1.value : 0) }
+    }
+
+    var log: [(method: String, path: String, query: String?)] {
+        lock.lock()
+        defer { lock.unlock() }
+        return entries.map { (method: $0.method, path: $0.path, query: $0.query) }
+    }
+
+    func reset() {
+        lock.lock()
+        counts.removeAll()
+        entries.removeAll()
+        lock.unlock()
+    }
+}
+
+/// A flag that, once fired, wakes everyone waiting on it (used to cut delays short on stop).
+final class StopSignal: @unchecked Sendable {
+    // @unchecked Sendable: `fired` is guarded by `condition`.
+    private let condition = NSCondition()
+    private var fired = false
+
+    func fire() {
+        condition.lock()
+        fired = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func reset() {
+        condition.lock()
+        fired = false
+        condition.unlock()
+    }
+
+    /// Waits `seconds`, or less if fired. True when it was fired.
+    func wait(seconds: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        condition.lock()
+        defer { condition.unlock() }
+        while !fired {
+            if !condition.wait(until: deadline) { return fired }
+        }
+        return true
+    }
+}
