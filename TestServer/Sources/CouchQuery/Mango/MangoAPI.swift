@@ -96,7 +96,13 @@ public enum Mango {
     /// `GET /{db}/_index`: the whole response body `{"total_rows":N,"indexes":[...]}`, including the
     /// special `_all_docs` index.
     public static func listIndexes(designDocuments: [JSON]) -> JSON {
-        MangoIndexes.list(designDocuments: designDocuments)
+        MangoIndexes.list(designDocuments: designDocuments, partitionedDatabase: false)
+    }
+
+    /// `GET /{db}/_index` for a database that may be partitioned (indexes in design documents
+    /// without `options.partitioned` inherit the database's setting).
+    public static func listIndexes(designDocuments: [JSON], partitionedDatabase: Bool) -> JSON {
+        MangoIndexes.list(designDocuments: designDocuments, partitionedDatabase: partitionedDatabase)
     }
 
     /// `DELETE /{db}/_index/{ddoc}/json/{name}`
@@ -104,7 +110,7 @@ public enum Mango {
         throws(MangoError) -> MangoIndexDeletion
     {
         try MangoIndexes.delete(designDocuments: designDocuments, designDocumentID: designDocumentID,
-                                type: type, name: name)
+                                type: type, name: name, partitionedDatabase: false)
     }
 
     /// `POST /{db}/_find`. `documents` are every live document of the database (or partition),
@@ -113,7 +119,17 @@ public enum Mango {
                             documents: [MangoDocument], partition: String?) throws(MangoError) -> JSON
     {
         try MangoFind.find(requestBody: requestBody, databaseName: databaseName, designDocuments: designDocuments,
-                           documents: documents, partition: partition)
+                           documents: documents, partition: partition, partitionedDatabase: nil)
+    }
+
+    /// `POST /{db}/_find` on a database whose partitioned flag is known (needed for the
+    /// partitioned default of indexes and the wording of `no_usable_index` errors).
+    public static func find(requestBody: JSON, databaseName: String, designDocuments: [JSON],
+                            documents: [MangoDocument], partition: String?, partitionedDatabase: Bool)
+        throws(MangoError) -> JSON
+    {
+        try MangoFind.find(requestBody: requestBody, databaseName: databaseName, designDocuments: designDocuments,
+                           documents: documents, partition: partition, partitionedDatabase: partitionedDatabase)
     }
 
     /// `POST /{db}/_explain`
@@ -121,6 +137,15 @@ public enum Mango {
         throws(MangoError) -> JSON
     {
         try MangoFind.explain(requestBody: requestBody, databaseName: databaseName,
-                              designDocuments: designDocuments, partition: partition)
+                              designDocuments: designDocuments, partition: partition, partitionedDatabase: nil)
+    }
+
+    /// `POST /{db}/_explain` on a database whose partitioned flag is known.
+    public static func explain(requestBody: JSON, databaseName: String, designDocuments: [JSON], partition: String?,
+                               partitionedDatabase: Bool) throws(MangoError) -> JSON
+    {
+        try MangoFind.explain(requestBody: requestBody, databaseName: databaseName,
+                              designDocuments: designDocuments, partition: partition,
+                              partitionedDatabase: partitionedDatabase)
     }
 }
