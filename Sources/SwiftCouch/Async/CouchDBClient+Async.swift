@@ -5,16 +5,15 @@ extension CouchDBClient {
     ///
     /// Cancelling the calling task cancels the HTTP request (or the pending retry) at once.
     /// - Throws: ``CouchError`` — `.cancelled` when the task was cancelled.
+    @discardableResult
     public func execute<Op: CouchOperation>(_ operation: Op) async throws(CouchError) -> CouchResponse<Op.Response> {
         let box = Locked<CouchOperationTask<Op>?>(nil)
         let result = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Result<CouchResponse<Op.Response>, CouchError>, Never>) in
-                let task = CouchOperationTask(
-                    makeOperation: { operation }, session: session, requestTimeout: configuration.requestTimeout,
-                    callbackQueue: callbackQueue
-                ) { result in
-                    continuation.resume(returning: result)
-                }
+            await withCheckedContinuation {
+                (continuation: CheckedContinuation<Result<CouchResponse<Op.Response>, CouchError>, Never>) in
+                let task = makeTask(
+                    building: { operation }, callbackQueue: callbackQueue,
+                    completion: { result in continuation.resume(returning: result) })
                 box.withLock { $0 = task }
                 if Task.isCancelled { task.cancel() }
                 operationQueue.addOperation(task)

@@ -71,6 +71,14 @@ public final class CouchDBClient: Sendable {
         building builder: @escaping @Sendable () throws -> Op,
         completion: @escaping CouchOperationTask<Op>.Completion = { _ in }
     ) -> CouchOperationTask<Op> {
+        makeTask(building: builder, callbackQueue: callbackQueue, completion: completion)
+    }
+
+    /// The one place tasks are made.
+    func makeTask<Op: CouchOperation>(
+        building builder: @escaping @Sendable () throws -> Op, callbackQueue: DispatchQueue,
+        completion: @escaping CouchOperationTask<Op>.Completion
+    ) -> CouchOperationTask<Op> {
         CouchOperationTask(
             makeOperation: builder, session: session, requestTimeout: configuration.requestTimeout,
             callbackQueue: callbackQueue, completion: completion)
@@ -95,19 +103,18 @@ public final class CouchDBClient: Sendable {
 
     /// Runs `operation` and waits for its result, blocking the calling thread.
     ///
-    /// For command-line tools and scripts. Never call it on the main thread of an app, nor on the
-    /// callback queue. It does not take a slot of the client's queue, so it cannot deadlock when
-    /// that queue is full.
+    /// For command-line tools and scripts. Never call it on the main thread of an app. It does not
+    /// take a slot of the client's queue and its result is not delivered through the callback
+    /// queue, so it cannot deadlock when that queue is full or when called from a completion handler.
     public func executeAndWait<Op: CouchOperation>(_ operation: Op) -> Result<CouchResponse<Op.Response>, CouchError> {
         let box = Locked<Result<CouchResponse<Op.Response>, CouchError>?>(nil)
         let done = DispatchSemaphore(value: 0)
-        let task = CouchOperationTask(
-            makeOperation: { operation }, session: session, requestTimeout: configuration.requestTimeout,
-            callbackQueue: DispatchQueue.global()
-        ) { result in
-            box.withLock { $0 = result }
-            done.signal()
-        }
+        let task = makeTask(
+            building: { operation }, callbackQueue: .global(),
+            completion: { result in
+                box.withLock { $0 = result }
+                done.signal()
+            })
         DispatchQueue.global().async { task.start() }
         done.wait()
         return box.current ?? .failure(.cancelled())

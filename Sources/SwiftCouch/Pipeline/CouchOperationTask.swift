@@ -95,7 +95,8 @@ public final class CouchOperationTask<Operation: CouchOperation>: Foundation.Ope
         do {
             try operation.serialise()
         } catch {
-            complete(.failure(Self.couchError(error, kind: .serialisation, message: "Building the request body failed")))
+            complete(
+                .failure(Self.couchError(error, kind: .serialisation, message: "Building the request body failed")))
             return
         }
         // 3. endpoint, parameters, method, data, content type, headers
@@ -130,7 +131,8 @@ public final class CouchOperationTask<Operation: CouchOperation>: Foundation.Ope
                 do {
                     let value = try prepared.processResponse(data: response.body, httpInfo: info)
                     self.complete(
-                        .success(CouchResponse(value: value, statusCode: response.statusCode, headers: response.headers)))
+                        .success(
+                            CouchResponse(value: value, statusCode: response.statusCode, headers: response.headers)))
                 } catch {
                     var couchError = Self.couchError(error, kind: .decoding, message: "Reading the response failed")
                     if couchError.statusCode == nil { couchError.statusCode = response.statusCode }
@@ -182,7 +184,8 @@ public final class CouchOperationTask<Operation: CouchOperation>: Foundation.Ope
         }
         components.user = nil
         components.password = nil
-        let basePath = components.percentEncodedPath.hasSuffix("/")
+        let basePath =
+            components.percentEncodedPath.hasSuffix("/")
             ? String(components.percentEncodedPath.dropLast()) : components.percentEncodedPath
         components.percentEncodedPath = basePath + path.encoded
         if parameters.isEmpty {

@@ -81,7 +81,9 @@ public struct HTTPRequest: Sendable, CustomStringConvertible {
     /// How long to wait for the response.
     public var timeout: TimeInterval
 
-    public init(method: HTTPMethod, url: URL, headers: HTTPFields = HTTPFields(), body: Data? = nil, timeout: TimeInterval = 60) {
+    public init(
+        method: HTTPMethod, url: URL, headers: HTTPFields = HTTPFields(), body: Data? = nil, timeout: TimeInterval = 60
+    ) {
         self.method = method
         self.url = url
         self.headers = headers

@@ -104,7 +104,9 @@ public final class InterceptableSession: @unchecked Sendable {
         var retry: RetryState
         var authReplayed = false
 
-        init(request: HTTPRequest, isIdempotent: Bool, policy: RetryPolicy, handle: RequestHandle, isLogin: Bool = false) {
+        init(
+            request: HTTPRequest, isIdempotent: Bool, policy: RetryPolicy, handle: RequestHandle, isLogin: Bool = false
+        ) {
             self.request = request
             self.isLogin = isLogin
             self.isIdempotent = isIdempotent
@@ -208,7 +210,8 @@ public final class InterceptableSession: @unchecked Sendable {
             method: .post, url: components.url!,
             headers: ["Content-Type": "application/json", "Accept": "application/json"],
             body: body, timeout: configuration.requestTimeout)
-        configuration.logHandler?(LogEvent(level: .info, message: "Logging in to \(baseURL) as \(credentials.username)"))
+        configuration.logHandler?(
+            LogEvent(level: .info, message: "Logging in to \(baseURL) as \(credentials.username)"))
         let handle = RequestHandle(request: request) { [self] result in
             queue.async { self.loginFinished(result, request: request) }
         }
@@ -273,7 +276,9 @@ public final class InterceptableSession: @unchecked Sendable {
         transcript?.log(request: request)
         let started = Date()
         let inFlight = transport.send(request) { [self] result in
-            queue.async { self.received(result, attempt: attempt, request: request, generation: generation, started: started) }
+            queue.async {
+                self.received(result, attempt: attempt, request: request, generation: generation, started: started)
+            }
         }
         attempt.handle.track(inFlight: inFlight)
     }

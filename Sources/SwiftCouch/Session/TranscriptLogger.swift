@@ -24,7 +24,8 @@ struct TranscriptLogger: Sendable {
         handler(
             LogEvent(
                 level: .warning,
-                message: "<-- failed \(request.method) \(request.path): \(Redaction.redact(String(describing: error)))"))
+                message: "<-- failed \(request.method) \(request.path): \(Redaction.redact(String(describing: error)))")
+        )
     }
 
     private func headerLines(_ headers: HTTPFields) -> String {

@@ -19,7 +19,9 @@ enum Redaction {
     static func redact(_ text: String) -> String {
         var result = text
         for field in secretFields {
-            result = replacing(pattern: #""\#(field)"\s*:\s*"(?:[^"\\]|\\.)*(?:"|\\?$)"#, in: result, with: #""\#(field)":"\#(placeholder)""#)
+            result = replacing(
+                pattern: #""\#(field)"\s*:\s*"(?:[^"\\]|\\.)*(?:"|\\?$)"#, in: result,
+                with: #""\#(field)":"\#(placeholder)""#)
         }
         result = replacing(pattern: #"(password=)[^&\s]*"#, in: result, with: "$1" + placeholder)
         result = replacing(pattern: #"(AuthSession=)[^;\s,"]+"#, in: result, with: "$1" + placeholder)

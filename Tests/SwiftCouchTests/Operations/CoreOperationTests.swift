@@ -43,7 +43,8 @@ struct CoreOperationTests {
         #expect(exists.error?.reason == "The database could not be created, the file already exists.")
 
         let partitioned = Simulation.run(
-            CreateDatabaseOperation(name: "p", partitioned: true, shards: 2, replicas: 1), response: .json(201, #"{"ok":true}"#))
+            CreateDatabaseOperation(name: "p", partitioned: true, shards: 2, replicas: 1),
+            response: .json(201, #"{"ok":true}"#))
         #expect(partitioned.request?.query == "partitioned=true&q=2&n=1")
     }
 
@@ -72,14 +73,16 @@ struct CoreOperationTests {
             PutDocumentOperation(database: "tx_docs", id: "doc1", document: Post(title: "Hello", count: 1)),
             response: put1.simulated)
         #expect(put.request?.path == "/tx_docs/doc1")
-        #expect(put.request?.bodyJSON == put1.requestBody.flatMap { try? JSONDecoder().decode(JSONValue.self, from: $0) })
+        #expect(
+            put.request?.bodyJSON == put1.requestBody.flatMap { try? JSONDecoder().decode(JSONValue.self, from: $0) })
         let written = try put.result.get()
         #expect(written.statusCode == 201)
         #expect(written.value.rev == put1.responseJSON?["rev"]?.stringValue)
         #expect(written.headers["ETag"] != nil)
 
         let get1 = try #require(Transcripts.step("documents", "get1"))
-        let typed = Simulation.run(GetDocumentOperation<Post>(database: "tx_docs", id: "doc1"), response: get1.simulated)
+        let typed = Simulation.run(
+            GetDocumentOperation<Post>(database: "tx_docs", id: "doc1"), response: get1.simulated)
         #expect(typed.value == Post(_id: "doc1", _rev: written.value.rev, title: "Hello", count: 1))
         let free = Simulation.run(GetJSONDocumentOperation(database: "tx_docs", id: "doc1"), response: get1.simulated)
         #expect(free.value?["title"] == "Hello")
@@ -104,11 +107,13 @@ struct CoreOperationTests {
         let delete = Simulation.run(
             DeleteDocumentOperation(database: "tx_docs", id: id, revision: "1-dbf5edc30b1b3ace90b5b6b156b4a499"),
             response: deleteStep.simulated)
-        #expect(delete.request.map { $0.method + " " + $0.path + "?" + ($0.query ?? "") } == "DELETE " + deleteStep.path)
+        #expect(
+            delete.request.map { $0.method + " " + $0.path + "?" + ($0.query ?? "") } == "DELETE " + deleteStep.path)
         #expect(delete.value?.rev?.hasPrefix("2-") == true)
 
         let goneStep = try #require(Transcripts.step("documents", "s23"))
-        let gone = Simulation.run(GetDocumentOperation<Post>(database: "tx_docs", id: "doc1"), response: goneStep.simulated)
+        let gone = Simulation.run(
+            GetDocumentOperation<Post>(database: "tx_docs", id: "doc1"), response: goneStep.simulated)
         #expect(gone.error?.statusCode == 404)
         #expect(gone.error?.reason == "deleted")
     }

@@ -37,9 +37,12 @@ struct PathEncodingTests {
         #expect(run.request?.queryValue("start_key") == "\"a+b\"")
     }
 
-    @Test("Invalid ids and names are rejected in validate, before anything is sent", arguments: [
-        ("db", "_bogus"), ("db", ""), ("db", "_design/"), ("Db", "doc"), ("1db", "doc"), ("db!", "doc"), ("", "doc"),
-    ])
+    @Test(
+        "Invalid ids and names are rejected in validate, before anything is sent",
+        arguments: [
+            ("db", "_bogus"), ("db", ""), ("db", "_design/"), ("Db", "doc"), ("1db", "doc"), ("db!", "doc"),
+            ("", "doc"),
+        ])
     func rejected(database: String, id: String) {
         let run = Simulation.run(GetDocumentOperation<JSONValue>(database: database, id: id), responses: [])
         #expect(run.error?.kind == .validation)
@@ -47,11 +50,13 @@ struct PathEncodingTests {
         #expect(run.error?.message.isEmpty == false)
     }
 
-    @Test("CouchDB's database name rule", arguments: [
-        ("albums", true), ("a", true), ("a-b_c$d(e)f+g/h", true), ("_users", true), ("_replicator", true),
-        ("Albums", false), ("_private", false), ("9lives", false), ("with space", false), ("café", false),
-        (String(repeating: "a", count: 238), true), (String(repeating: "a", count: 239), false),
-    ])
+    @Test(
+        "CouchDB's database name rule",
+        arguments: [
+            ("albums", true), ("a", true), ("a-b_c$d(e)f+g/h", true), ("_users", true), ("_replicator", true),
+            ("Albums", false), ("_private", false), ("9lives", false), ("with space", false), ("café", false),
+            (String(repeating: "a", count: 238), true), (String(repeating: "a", count: 239), false),
+        ])
     func databaseNames(name: String, valid: Bool) {
         let accepted = (try? CouchValidation.validateDatabaseName(name)) != nil
         #expect(accepted == valid)

@@ -54,7 +54,8 @@ struct PipelineTests {
     @Test("completion exactly once on success")
     func success() throws {
         let results = runCounting(
-            RecordingOperation(log: EventLog()), transport: SimulatedTransport(responses: [.json(201, #"{"ok":true}"#)]))
+            RecordingOperation(log: EventLog()), transport: SimulatedTransport(responses: [.json(201, #"{"ok":true}"#)])
+        )
         #expect(results.count == 1)
         #expect(try results.first?.get().value == OKResponse(ok: true))
         #expect(try results.first?.get().statusCode == 201)
@@ -163,7 +164,8 @@ struct PipelineTests {
     func nonJSONError() {
         let run = Simulation.run(
             GetServerInfoOperation(),
-            response: SimulatedResponse(status: 502, headers: ["Content-Type": "text/html"], body: Data("Bad Gateway".utf8)))
+            response: SimulatedResponse(
+                status: 502, headers: ["Content-Type": "text/html"], body: Data("Bad Gateway".utf8)))
         #expect(run.error?.kind == .http)
         #expect(run.error?.statusCode == 502)
         #expect(run.error?.bodyText == "Bad Gateway")

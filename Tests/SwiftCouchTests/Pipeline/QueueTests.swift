@@ -101,7 +101,9 @@ struct QueueTests {
                 outcome.append(response.statusCode)
             }
             client.add(operation: GetServerInfoOperation()) { _ in
-                if case .success(let r) = client.executeAndWait(GetServerInfoOperation()) { outcome.append(r.statusCode) }
+                if case .success(let r) = client.executeAndWait(GetServerInfoOperation()) {
+                    outcome.append(r.statusCode)
+                }
                 done.signal()
             }
         }
@@ -112,7 +114,8 @@ struct QueueTests {
     @Test("async execute returns the response and throws CouchError")
     func asyncExecute() async throws {
         let transport = SimulatedTransport(responses: [
-            .json(200, #"{"couchdb":"Welcome","version":"3.5.0"}"#), .json(404, #"{"error":"not_found","reason":"missing"}"#),
+            .json(200, #"{"couchdb":"Welcome","version":"3.5.0"}"#),
+            .json(404, #"{"error":"not_found","reason":"missing"}"#),
         ])
         let client = Simulation.client(transport: transport)
         let info = try await client.execute(GetServerInfoOperation())
@@ -128,10 +131,14 @@ struct QueueTests {
 
     @Test("Cancelling the Swift task cancels the request in flight")
     func asyncCancellation() async {
-        let transport = SimulatedTransport(responses: [.json(200, #"{"couchdb":"Welcome","version":"3.5.0"}"#, delay: 30)])
+        let transport = SimulatedTransport(responses: [
+            .json(200, #"{"couchdb":"Welcome","version":"3.5.0"}"#, delay: 30)
+        ])
         let client = Simulation.client(transport: transport)
         let task = Task { try await client.execute(GetServerInfoOperation()) }
-        try? await Task.sleep(for: .milliseconds(200))
+        for _ in 0..<500 where transport.requests.isEmpty {  // until the request is in flight (bounded)
+            try? await Task.sleep(for: .milliseconds(10))
+        }
         task.cancel()
         let started = Date()
         let result = await task.result

@@ -95,7 +95,8 @@ struct CookieSessionStateTests {
 
     @Test("Set-Cookie parsing finds AuthSession and Max-Age, ignores other cookies")
     func parseSetCookie() {
-        let header = "AuthSession=YWRtaW46NjU1:abc-_; Version=1; Expires=Sun, 22 Nov 2026 08:00:00 GMT; Max-Age=600; Path=/; HttpOnly"
+        let header =
+            "AuthSession=YWRtaW46NjU1:abc-_; Version=1; Expires=Sun, 22 Nov 2026 08:00:00 GMT; Max-Age=600; Path=/; HttpOnly"
         let parsed = SetCookieParser.authSession(in: header)
         #expect(parsed?.value == "YWRtaW46NjU1:abc-_")
         #expect(parsed?.maxAge == 600)
@@ -110,6 +111,8 @@ private func == (lhs: (CookieSessionState.RequestAction, Bool), rhs: (CookieSess
     lhs.0 == rhs.0 && lhs.1 == rhs.1
 }
 
-private func == (lhs: (CookieSessionState.RejectionAction, Bool), rhs: (CookieSessionState.RejectionAction, Bool)) -> Bool {
+private func == (lhs: (CookieSessionState.RejectionAction, Bool), rhs: (CookieSessionState.RejectionAction, Bool))
+    -> Bool
+{
     lhs.0 == rhs.0 && lhs.1 == rhs.1
 }

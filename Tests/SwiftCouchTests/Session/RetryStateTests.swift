@@ -12,8 +12,9 @@ struct RetryStateTests {
         var state = RetryState(policy: policy)
         var delays: [TimeInterval] = []
         for jitter in [0.0, 1.0, 0.5, 0.0] {
-            guard case .retry(let delay) = state.decide(
-                after: .response(status: 429, retryAfter: nil), isIdempotent: false, random: { jitter })
+            guard
+                case .retry(let delay) = state.decide(
+                    after: .response(status: 429, retryAfter: nil), isIdempotent: false, random: { jitter })
             else {
                 Issue.record("expected a retry")
                 return
@@ -31,7 +32,8 @@ struct RetryStateTests {
     func retryAfterSeconds() {
         var state = RetryState(policy: policy)
         #expect(state.decide(after: .response(status: 429, retryAfter: "3"), isIdempotent: false) == .retry(after: 3))
-        #expect(state.decide(after: .response(status: 429, retryAfter: "120"), isIdempotent: false) == .retry(after: 30))
+        #expect(
+            state.decide(after: .response(status: 429, retryAfter: "120"), isIdempotent: false) == .retry(after: 30))
     }
 
     @Test("Retry-After as an HTTP date is honoured")
@@ -57,7 +59,9 @@ struct RetryStateTests {
 
         for status in [500, 502, 503, 504] {
             var safe = RetryState(policy: on)
-            #expect(safe.decide(after: .response(status: status, retryAfter: nil), isIdempotent: true, random: { 0 }) == .retry(after: 0.25))
+            #expect(
+                safe.decide(after: .response(status: status, retryAfter: nil), isIdempotent: true, random: { 0 })
+                    == .retry(after: 0.25))
         }
         var safe = RetryState(policy: on)
         #expect(safe.decide(after: .connectionLost, isIdempotent: true, random: { 0 }) == .retry(after: 0.25))
@@ -79,7 +83,10 @@ struct RetryStateTests {
     func cap() {
         var state = RetryState(policy: RetryPolicy(maximumRetries: 20, initialDelay: 1, maximumDelay: 5))
         for _ in 0..<20 {
-            guard case .retry(let delay) = state.decide(after: .response(status: 429, retryAfter: nil), isIdempotent: false, random: { 1 }) else {
+            guard
+                case .retry(let delay) = state.decide(
+                    after: .response(status: 429, retryAfter: nil), isIdempotent: false, random: { 1 })
+            else {
                 Issue.record("expected a retry")
                 return
             }

@@ -82,7 +82,9 @@ struct SessionTests {
             429, #"{"error":"too_many_requests","reason":"slow down"}"#, headers: ["Retry-After": "0.15"])
         let run = Simulation.run(
             PutDocumentOperation(database: "db", id: "doc", document: ["a": 1] as [String: Int]),
-            responses: [tooMany, tooMany, tooMany, withRetryAfter, .json(201, #"{"ok":true,"id":"doc","rev":"1-abc"}"#)],
+            responses: [
+                tooMany, tooMany, tooMany, withRetryAfter, .json(201, #"{"ok":true,"id":"doc","rev":"1-abc"}"#),
+            ],
             configuration: configuration)
         #expect(try run.result.get().value.rev == "1-abc")
         #expect(run.requests.count == 5)
@@ -101,7 +103,8 @@ struct SessionTests {
     func retriesExhausted() {
         let tooMany = SimulatedResponse.json(429, #"{"error":"too_many_requests","reason":"slow down"}"#)
         let run = Simulation.run(
-            GetServerInfoOperation(), responses: Array(repeating: tooMany, count: 3), configuration: Self.fastRetries(2))
+            GetServerInfoOperation(), responses: Array(repeating: tooMany, count: 3), configuration: Self.fastRetries(2)
+        )
         #expect(run.requests.count == 3)
         #expect(run.error?.kind == .http)
         #expect(run.error?.statusCode == 429)
@@ -115,7 +118,10 @@ struct SessionTests {
         let unavailable = SimulatedResponse.json(503, #"{"error":"service_unavailable","reason":"later"}"#)
         let get = Simulation.run(
             GetServerInfoOperation(),
-            responses: [unavailable, .failure(URLError(.networkConnectionLost)), .json(200, #"{"couchdb":"Welcome","version":"3.5.0"}"#)],
+            responses: [
+                unavailable, .failure(URLError(.networkConnectionLost)),
+                .json(200, #"{"couchdb":"Welcome","version":"3.5.0"}"#),
+            ],
             configuration: configuration)
         #expect(get.value?.version == "3.5.0")
         #expect(get.requests.count == 3)
@@ -126,7 +132,9 @@ struct SessionTests {
             var method: HTTPMethod { .post }
             var data: Data? { Data(#"{"a":1}"#.utf8) }
         }
-        let post = Simulation.run(PostDocument(), responses: [unavailable, .json(201, #"{"ok":true,"id":"x","rev":"1-a"}"#)], configuration: configuration)
+        let post = Simulation.run(
+            PostDocument(), responses: [unavailable, .json(201, #"{"ok":true,"id":"x","rev":"1-a"}"#)],
+            configuration: configuration)
         #expect(post.requests.count == 1)
         #expect(post.error?.statusCode == 503)
     }
@@ -192,7 +200,10 @@ struct SessionTests {
         #expect(errors.count == 20)
         #expect(errors.allSatisfy { $0.kind == .authentication })
         #expect(server.loginCount == 1)
-        #expect(errors.allSatisfy { !String(describing: $0).contains("secret") && !String(reflecting: $0).contains("secret") })
+        #expect(
+            errors.allSatisfy {
+                !String(describing: $0).contains("secret") && !String(reflecting: $0).contains("secret")
+            })
         #expect(transport.requests.count == 1)
     }
 
@@ -228,7 +239,8 @@ struct SessionTests {
             200, #"{"couchdb":"Welcome","version":"3.5.0"}"#,
             headers: ["Set-Cookie": "AuthSession=fresh; Version=1; Max-Age=600; Path=/; HttpOnly"])
         let script = Locked2([
-            SimulatedResponse.json(200, #"{"ok":true}"#, headers: ["Set-Cookie": "AuthSession=old; Max-Age=600"]), refreshed,
+            SimulatedResponse.json(200, #"{"ok":true}"#, headers: ["Set-Cookie": "AuthSession=old; Max-Age=600"]),
+            refreshed,
             .json(200, #"{"couchdb":"Welcome","version":"3.5.0"}"#),
         ])
         let transport = SimulatedTransport(responder: { _ in script.next() })

@@ -21,13 +21,16 @@ enum Transcripts {
         var status: Int { response["status"] as! Int }
 
         /// The request body as sent (JSON compact, text or base64), if any.
-        var requestBody: Data? { Transcripts.body(encoding: request["body_encoding"] as? String, body: request["body"]) }
+        var requestBody: Data? {
+            Transcripts.body(encoding: request["body_encoding"] as? String, body: request["body"])
+        }
 
         /// The recorded response as a canned simulated response.
         var simulated: SimulatedResponse {
             var headers = HTTPFields()
             for (name, value) in (response["headers"] as? [String: String]) ?? [:] { headers[name] = value }
-            let body = Transcripts.body(encoding: response["body_encoding"] as? String, body: response["body"]) ?? Data()
+            let body =
+                Transcripts.body(encoding: response["body_encoding"] as? String, body: response["body"]) ?? Data()
             return SimulatedResponse(status: status, headers: headers, body: body)
         }
 
@@ -43,7 +46,8 @@ enum Transcripts {
         guard let body, !(body is NSNull) || encoding == "json" else { return nil }
         switch encoding {
         case "json":
-            return try? JSONSerialization.data(withJSONObject: body, options: [.fragmentsAllowed, .withoutEscapingSlashes])
+            return try? JSONSerialization.data(
+                withJSONObject: body, options: [.fragmentsAllowed, .withoutEscapingSlashes])
         case "text": return Data((body as? String ?? "").utf8)
         case "base64": return Data(base64Encoded: body as? String ?? "")
         case "ndjson":

@@ -49,7 +49,8 @@ public struct PutDocumentOperation<Document: Encodable & Sendable>: JSONOperatio
     public mutating func serialise() throws {
         body = try JSONEncoder.couch.encode(document)
         guard body?.first == UInt8(ascii: "{") else {
-            throw CouchError.serialisation("A document must encode to a JSON object, not \(Document.self) as a scalar or array.")
+            throw CouchError.serialisation(
+                "A document must encode to a JSON object, not \(Document.self) as a scalar or array.")
         }
     }
 
@@ -78,7 +79,8 @@ public struct GetDocumentOperation<Document: Decodable & Sendable>: JSONOperatio
     /// Include `_revisions` (the revision history). Defaults to false.
     public var revisions: Bool
 
-    public init(database: String, id: String, revision: String? = nil, conflicts: Bool = false, revisions: Bool = false) {
+    public init(database: String, id: String, revision: String? = nil, conflicts: Bool = false, revisions: Bool = false)
+    {
         self.database = database
         self.id = id
         self.revision = revision

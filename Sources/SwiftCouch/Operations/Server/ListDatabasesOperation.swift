@@ -17,7 +17,9 @@ public struct ListDatabasesOperation: JSONOperation {
     /// Stop at this name (inclusive). Defaults to nil.
     public var endKey: String?
 
-    public init(descending: Bool = false, limit: Int? = nil, skip: Int? = nil, startKey: String? = nil, endKey: String? = nil) {
+    public init(
+        descending: Bool = false, limit: Int? = nil, skip: Int? = nil, startKey: String? = nil, endKey: String? = nil
+    ) {
         self.descending = descending
         self.limit = limit
         self.skip = skip
