@@ -293,6 +293,32 @@ struct MangoTests {
         #expect(noIndex["covering"] == false)
     }
 
+    @Test("Composite index: choice, key range and sort")
+    func compositeIndex() throws {
+        let created = try Mango.createIndex(requestBody: parse(#"{"index":{"fields":["city","age"]},"ddoc":"ca","name":"ca"}"#),
+                                            designDocuments: [], partitionedDatabase: false)
+        let ddocs = [try #require(created.designDocumentToSave).setting("_rev", "1-c"), try ageIndexDDoc()]
+        let body = #"{"selector":{"city":"Paris","age":{"$gt":30}},"fields":["_id"]}"#
+        let explained = try Mango.explain(requestBody: parse(body), databaseName: "db", designDocuments: ddocs, partition: nil)
+        #expect(explained["index"]?["name"] == "ca")
+        #expect(explained["mrargs"]?["start_key"] == parse(#"["Paris",30]"#))
+        #expect(explained["mrargs"]?["end_key"] == parse(#"["Paris","<MAX>"]"#))
+        #expect(explained["selector"] == parse(#"{"$and":[{"city":{"$eq":"Paris"}},{"age":{"$gt":30}}]}"#))
+        let candidates = explained["index_candidates"]?.arrayValue ?? []
+        #expect(candidates.map { $0["index"]?["name"] } == ["age-idx", "_all_docs"])
+        #expect(candidates.first?["analysis"]?["reasons"] == parse(#"[{"name":"less_overlap"}]"#))
+        #expect(try ids(find(body, ddocs: ddocs)) == ["m1", "m3"])
+        // Sorting on age with city fixed by $eq can use the composite index.
+        let sorted = try find(#"{"selector":{"city":"Berlin"},"sort":["city","age"],"fields":["_id"]}"#, ddocs: ddocs)
+        #expect(ids(sorted) == ["m2", "m5"])
+        let notUsable = try Mango.explain(requestBody: parse(#"{"selector":{"name":"Bob"}}"#), databaseName: "db",
+                                          designDocuments: ddocs, partition: nil)
+        #expect(notUsable["index"]?["name"] == "_all_docs")
+        #expect(notUsable["mrargs"]?["start_key"] == .some(.null))
+        #expect(notUsable["mrargs"]?["end_key"] == "<MAX>")
+        #expect(notUsable["index_candidates"]?.arrayValue?.first?["analysis"]?["reasons"] == parse(#"[{"name":"field_mismatch"}]"#))
+    }
+
     @Test("partitioned.json s10: partition _find")
     func transcriptPartition() throws {
         let docs = [

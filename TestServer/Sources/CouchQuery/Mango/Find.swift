@@ -431,36 +431,35 @@ enum MangoFind {
         }
         guard let index = plan.index else { return k }
         if index.isSpecial {
-            if case .range(let lc, let low, let hc, let high)? = plan.ranges.first {
-                if lc == "$gt", case .value(.null) = low { k.start = .min } else { k.start = low }
-                if lc == "$gt", case .max = low { k.start = .min }
-                k.end = (hc == "$lt" && high == .max) ? .max : high
+            // mango_idx_special:start_key/1 and end_key/1 (a `$gt` on null keeps null as start key).
+            if case .range(_, let low, _, let high)? = plan.ranges.first {
+                k.start = low
+                k.end = high
             } else {
                 k.start = .min
                 k.end = .max
             }
             return k
         }
+        // mango_idx_view:start_key/1 and end_key/1.
         var start: [KeyBound] = []
         for r in plan.ranges {
             guard case .range(let lc, let low, _, _) = r else { break }
             if lc == "$gt", low == .min { break }
             start.append(low)
-            if lc == "$gt" { break }
         }
         var end: [KeyBound] = []
-        var sawMax = false
+        var ended = false
         for r in plan.ranges {
             guard case .range(_, _, let hc, let high) = r else { break }
-            if hc == "$lt" {
-                if high == .max { end.append(.max); sawMax = true; break }
-                end.append(high)
-                sawMax = true
+            if hc == "$lt", high == .max {
+                end.append(.max)
+                ended = true
                 break
             }
             end.append(high)
         }
-        if !sawMax { end.append(.max) }
+        if !ended { end.append(.max) }
         k.startList = start
         k.endList = end
         return k
@@ -517,8 +516,8 @@ enum MangoFind {
         if index.isSpecial {
             for d in documents {
                 let key = JSON.string(d.id)
-                if let s = k.start, KeyBound.compare(.value(key), s) < 0 { continue }
-                if let e = k.end, KeyBound.compare(.value(key), e) > 0 { continue }
+                if let s = k.start, compareRaw(.value(key), s) < 0 { continue }
+                if let e = k.end, compareRaw(.value(key), e) > 0 { continue }
                 rows.append(Row(key: key, id: d.id, doc: d))
             }
             rows.sort { Collation.compareRaw($0.id, $1.id) < 0 }
@@ -633,6 +632,14 @@ enum MangoFind {
         }
         if !warnings.isEmpty { response.append(("warning", .string(warnings.joined(separator: "\n")))) }
         return .object(response)
+    }
+
+    /// Key comparison for `_all_docs` (raw order of ids).
+    static func compareRaw(_ a: KeyBound, _ b: KeyBound) -> Int {
+        switch (a, b) {
+        case (.value(let x), .value(let y)): return MangoCompare.raw(x, y)
+        default: return KeyBound.compare(a, b)
+        }
     }
 
     static func compareLists(_ a: [KeyBound], _ b: [KeyBound]) -> Int {
