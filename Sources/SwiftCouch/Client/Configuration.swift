@@ -14,13 +14,56 @@ public struct Credentials: Sendable, Hashable, CustomStringConvertible, CustomDe
     public var debugDescription: String { description }
 }
 
-/// How a client proves who it is.
-public enum AuthenticationMode: Sendable, Hashable {
-    /// Log in once with `POST /_session` and send the `AuthSession` cookie, renewing it ahead of
-    /// expiry and after a 401 (the default, and what CouchDB recommends).
-    case cookie
-    /// Send `Authorization: Basic …` with every request.
-    case basic
+/// How a client proves who it is. Its description never shows a key or token.
+public struct AuthenticationMode: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible,
+    CustomReflectable
+{
+    enum Kind: Hashable {
+        case cookie
+        case basic
+        case iam(apiKey: String, tokenURL: URL)
+        case bearer(token: String)
+    }
+
+    let kind: Kind
+
+    /// Log in once with `POST /_session` using the client's credentials and send the
+    /// `AuthSession` cookie, renewing it ahead of expiry and after a 401 (the default, and what
+    /// CouchDB recommends).
+    public static let cookie = AuthenticationMode(kind: .cookie)
+
+    /// Send `Authorization: Basic …` built from the client's credentials with every request.
+    public static let basic = AuthenticationMode(kind: .basic)
+
+    /// IBM Cloud IAM: exchange `apiKey` for a bearer token at `tokenURL`
+    /// (`POST`, form `grant_type=urn:ibm:params:oauth:grant-type:apikey&apikey=…`), send
+    /// `Authorization: Bearer …`, refresh the token at 80% of its lifetime and after a 401 — one
+    /// refresh at a time. The client's username/password credentials are not used.
+    /// - Parameter tokenURL: defaults to `https://iam.cloud.ibm.com/identity/token`.
+    public static func iam(
+        apiKey: String, tokenURL: URL = URL(string: "https://iam.cloud.ibm.com/identity/token")!
+    ) -> AuthenticationMode {
+        AuthenticationMode(kind: .iam(apiKey: apiKey, tokenURL: tokenURL))
+    }
+
+    /// A fixed bearer token (for example a JWT from your identity provider), sent as
+    /// `Authorization: Bearer …` with every request; never renewed.
+    public static func bearerToken(_ token: String) -> AuthenticationMode {
+        AuthenticationMode(kind: .bearer(token: token))
+    }
+
+    public var description: String {
+        switch kind {
+        case .cookie: return "cookie"
+        case .basic: return "basic"
+        case .iam(_, let tokenURL): return "iam(apiKey: <redacted>, tokenURL: \(tokenURL.absoluteString))"
+        case .bearer: return "bearerToken(<redacted>)"
+        }
+    }
+
+    public var debugDescription: String { description }
+
+    public var customMirror: Mirror { Mirror(self, children: [:], displayStyle: .enum) }
 }
 
 /// One message from SwiftCouch's logging hook.
@@ -50,7 +93,9 @@ public struct Configuration: Sendable {
     public var retryPolicy: RetryPolicy = .default
     /// How many operations the client's own queue runs at once. Defaults to 6.
     public var maximumConcurrentOperations: Int = 6
-    /// How the client authenticates when it has credentials. Defaults to ``AuthenticationMode/cookie``.
+    /// How the client authenticates. Cookie and Basic use the client's credentials (and do
+    /// nothing without them); IAM and bearer tokens carry their own secret. Defaults to
+    /// ``AuthenticationMode/cookie``.
     public var authentication: AuthenticationMode = .cookie
     /// The queue completion handlers run on. Defaults to nil: a private serial queue of the client's.
     /// Use `.main` for UI code.

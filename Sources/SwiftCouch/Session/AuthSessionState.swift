@@ -1,12 +1,14 @@
 import Foundation
 
-/// The cookie-authentication state of one client: a small value type with no I/O.
+/// The state of a renewable credential — a CouchDB `AuthSession` cookie or an IAM bearer token —
+/// for one client: a small value type with no I/O.
 ///
 /// The ``InterceptableSession`` asks it what to do before each request and tells it what
 /// happened; it answers with actions. It guarantees that however many requests meet a missing
-/// or expired cookie at once, only one login (`POST /_session`) is started, and that a rejected
-/// login fails every waiting request instead of looping.
-struct CookieSessionState {
+/// or expired credential at once, only one login (`POST /_session`, or one IAM token request) is
+/// started, and that a rejected login fails every waiting request instead of looping. (The
+/// credential is called the cookie below.)
+struct AuthSessionState {
     /// What to do with a request about to be sent.
     enum RequestAction: Equatable {
         /// Send it with this cookie (nil never happens in cookie mode once logged in).
@@ -95,7 +97,7 @@ struct CookieSessionState {
 
     /// Forgets the cookie and any refusal, so the next request logs in again.
     mutating func reset() {
-        self = CookieSessionState()
+        self = AuthSessionState()
     }
 
     private mutating func take(cookie newCookie: String, maxAge: TimeInterval?, now: Date) {
@@ -103,7 +105,7 @@ struct CookieSessionState {
         generation += 1
         if let maxAge, maxAge > 0 {
             expiresAt = now.addingTimeInterval(maxAge)
-            renewAt = now.addingTimeInterval(maxAge * CookieSessionState.renewalFraction)
+            renewAt = now.addingTimeInterval(maxAge * AuthSessionState.renewalFraction)
         } else {
             expiresAt = nil
             renewAt = nil

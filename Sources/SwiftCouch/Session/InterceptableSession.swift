@@ -77,17 +77,17 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
 /// Threading: every piece of mutable state (the cookie state machine, the list of requests
 /// waiting for a login) is touched only on one private serial queue.
 public final class InterceptableSession: @unchecked Sendable {
-    // @unchecked Sendable: `cookieState` and `waiting` are only read and written on `queue`
+    // @unchecked Sendable: `sessionState` and `waiting` are only read and written on `queue`
     // (asserted with dispatchPrecondition); everything else is immutable.
 
     /// The server URL, without credentials.
     public let baseURL: URL
-    private let credentials: Credentials?
+    private let scheme: Scheme
     private let configuration: Configuration
     private let transport: any Transport
     private let queue = DispatchQueue(label: "SwiftCouch.InterceptableSession")
     private let transcript: TranscriptLogger?
-    private var cookieState = CookieSessionState()
+    private var sessionState = AuthSessionState()
     private var waiting: [Attempt] = []
     /// Injectable clock and randomness, for tests of the timing logic.
     var now: @Sendable () -> Date = { Date() }
@@ -122,7 +122,7 @@ public final class InterceptableSession: @unchecked Sendable {
     ///   - configuration: timeouts, retry policy, authentication mode, logging, transport.
     public init(baseURL: URL, credentials: Credentials?, configuration: Configuration) {
         self.baseURL = baseURL
-        self.credentials = credentials
+        self.scheme = Scheme(mode: configuration.authentication, credentials: credentials)
         self.configuration = configuration
         self.transport =
             configuration.transport
@@ -153,7 +153,7 @@ public final class InterceptableSession: @unchecked Sendable {
     /// Forgets the session cookie and any refused login, so the next request logs in again
     /// (for example after the credentials were fixed on the server).
     public func resetAuthentication() {
-        queue.async { self.cookieState.reset() }
+        queue.async { self.sessionState.reset() }
     }
 
     /// Stops the transport.
@@ -163,55 +163,105 @@ public final class InterceptableSession: @unchecked Sendable {
 
     // MARK: - Authentication
 
+    /// How requests are authenticated, decided once from the configuration and credentials.
+    enum Scheme {
+        /// Anonymous.
+        case none
+        /// A fixed `Authorization` header (Basic, or a static bearer token).
+        case fixedHeader(String)
+        /// `POST /_session` and the `AuthSession` cookie.
+        case cookie(Credentials)
+        /// An IBM Cloud IAM bearer token obtained with an API key.
+        case iam(apiKey: String, tokenURL: URL)
+
+        init(mode: AuthenticationMode, credentials: Credentials?) {
+            switch (mode.kind, credentials) {
+            case (.iam(let apiKey, let tokenURL), _): self = .iam(apiKey: apiKey, tokenURL: tokenURL)
+            case (.bearer(let token), _): self = .fixedHeader("Bearer \(token)")
+            case (_, nil): self = .none
+            case (.basic, let credentials?):
+                let token = Data("\(credentials.username):\(credentials.password)".utf8).base64EncodedString()
+                self = .fixedHeader("Basic \(token)")
+            case (.cookie, let credentials?): self = .cookie(credentials)
+            }
+        }
+
+        /// Who is logging in, for messages (never a secret).
+        var principal: String {
+            switch self {
+            case .cookie(let credentials): return "'\(credentials.username)'"
+            case .iam: return "the IAM API key"
+            case .none, .fixedHeader: return "the configured credentials"
+            }
+        }
+    }
+
     private func authorize(_ attempt: Attempt) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !attempt.handle.isCancelled else { return }
         var request = attempt.request
-        guard let credentials else {
+        switch scheme {
+        case .none:
             transmit(attempt, request: request, generation: nil)
-            return
-        }
-        switch configuration.authentication {
-        case .basic:
-            let token = Data("\(credentials.username):\(credentials.password)".utf8).base64EncodedString()
-            request.headers["Authorization"] = "Basic \(token)"
+        case .fixedHeader(let value):
+            request.headers["Authorization"] = value
             transmit(attempt, request: request, generation: nil)
-        case .cookie:
-            let (action, startLogin) = cookieState.prepareRequest(now: now())
+        case .cookie, .iam:
+            let (action, startLogin) = sessionState.prepareRequest(now: now())
             switch action {
-            case .send(let cookie, let generation):
-                request.headers["Cookie"] = "AuthSession=\(cookie)"
+            case .send(let credential, let generation):
+                if case .iam = scheme {
+                    request.headers["Authorization"] = "Bearer \(credential)"
+                } else {
+                    request.headers["Cookie"] = "AuthSession=\(credential)"
+                }
                 transmit(attempt, request: request, generation: generation)
             case .wait:
                 waiting.append(attempt)
             case .fail:
                 attempt.handle.finish(.failure(authenticationRefusedError(for: attempt.request)))
             }
-            if startLogin { logIn(credentials) }
+            if startLogin { logIn() }
         }
     }
 
     private func authenticationRefusedError(for request: HTTPRequest) -> CouchError {
         CouchError(
             kind: .authentication,
-            message: "The server refused the credentials for '\(credentials?.username ?? "")'; "
+            message: "The server refused \(scheme.principal); "
                 + "no request is sent until resetAuthentication() is called.",
             method: request.method.rawValue, path: request.path)
     }
 
-    private func logIn(_ credentials: Credentials) {
+    /// Starts the one login (cookie) or token request (IAM) in flight.
+    private func logIn() {
         dispatchPrecondition(condition: .onQueue(queue))
-        var components = URLComponents(url: baseURL, resolvingAgainstBaseURL: false)!
-        components.percentEncodedPath = CouchPath("_session").encoded
-        components.query = nil
-        let body = try? JSONSerialization.data(
-            withJSONObject: ["name": credentials.username, "password": credentials.password], options: [.sortedKeys])
-        let request = HTTPRequest(
-            method: .post, url: components.url!,
-            headers: ["Content-Type": "application/json", "Accept": "application/json"],
-            body: body, timeout: configuration.requestTimeout)
+        let request: HTTPRequest
+        switch scheme {
+        case .cookie(let credentials):
+            var components = URLComponents(url: baseURL, resolvingAgainstBaseURL: false)!
+            components.percentEncodedPath = CouchPath("_session").encoded
+            components.query = nil
+            let body = try? JSONSerialization.data(
+                withJSONObject: ["name": credentials.username, "password": credentials.password],
+                options: [.sortedKeys])
+            request = HTTPRequest(
+                method: .post, url: components.url!,
+                headers: ["Content-Type": "application/json", "Accept": "application/json"],
+                body: body, timeout: configuration.requestTimeout)
+        case .iam(let apiKey, let tokenURL):
+            let form =
+                "grant_type=" + PercentEncoding.encode("urn:ibm:params:oauth:grant-type:apikey")
+                + "&apikey=" + PercentEncoding.encode(apiKey)
+            request = HTTPRequest(
+                method: .post, url: tokenURL,
+                headers: ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"],
+                body: Data(form.utf8), timeout: configuration.requestTimeout)
+        case .none, .fixedHeader:
+            return
+        }
         configuration.logHandler?(
-            LogEvent(level: .info, message: "Logging in to \(baseURL) as \(credentials.username)"))
+            LogEvent(level: .info, message: "Authenticating \(scheme.principal) at \(request.url.host ?? "")"))
         let handle = RequestHandle(request: request) { [self] result in
             queue.async { self.loginFinished(result, request: request) }
         }
@@ -220,34 +270,52 @@ public final class InterceptableSession: @unchecked Sendable {
         transmit(attempt, request: request, generation: nil)
     }
 
+    /// Reads the credential out of a successful login or token response.
+    private func credential(fromLogin response: HTTPResponse) -> (String, TimeInterval?)? {
+        if case .iam = scheme {
+            struct Token: Decodable {
+                var access_token: String
+                var expires_in: Double?
+                var expiration: Double?
+            }
+            guard let token = try? JSONDecoder().decode(Token.self, from: response.body), !token.access_token.isEmpty
+            else { return nil }
+            let lifetime = token.expires_in ?? token.expiration.map { $0 - now().timeIntervalSince1970 }
+            return (token.access_token, lifetime)
+        }
+        return authSessionCookie(in: response).flatMap { $0.0.isEmpty ? nil : $0 }
+    }
+
     private func loginFinished(_ result: Result<HTTPResponse, CouchError>, request: HTTPRequest) {
         dispatchPrecondition(condition: .onQueue(queue))
         let failure: CouchError
         switch result {
         case .success(let response) where (200..<300).contains(response.statusCode):
-            if let (cookie, maxAge) = authSessionCookie(in: response), !cookie.isEmpty {
-                cookieState.loginSucceeded(cookie: cookie, maxAge: maxAge, now: now())
-                configuration.logHandler?(LogEvent(level: .info, message: "Logged in to \(baseURL)"))
+            if let (credential, lifetime) = credential(fromLogin: response) {
+                sessionState.loginSucceeded(cookie: credential, maxAge: lifetime, now: now())
+                configuration.logHandler?(LogEvent(level: .info, message: "Authenticated \(scheme.principal)"))
                 let released = waiting
                 waiting = []
                 released.forEach(authorize)
                 return
             }
+            let expected = { if case .iam = scheme { "an access_token" } else { "an AuthSession cookie" } }()
             failure = CouchError(
-                kind: .authentication, message: "POST /_session succeeded but set no AuthSession cookie.",
-                statusCode: response.statusCode, method: "POST", path: request.path)
-            cookieState.loginFailed(credentialsRejected: false)
+                kind: .authentication,
+                message: "\(request.method) \(request.path) succeeded but returned no \(expected).",
+                statusCode: response.statusCode, method: request.method.rawValue, path: request.path)
+            sessionState.loginFailed(credentialsRejected: false)
         case .success(let response):
-            let rejected = response.statusCode == 401 || response.statusCode == 403
+            let rejected = [400, 401, 403].contains(response.statusCode)
             failure = CouchError.http(
-                status: response.statusCode, body: response.body, method: "POST", path: request.path,
+                status: response.statusCode, body: response.body, method: request.method.rawValue, path: request.path,
                 kind: rejected ? .authentication : .http)
-            cookieState.loginFailed(credentialsRejected: rejected)
+            sessionState.loginFailed(credentialsRejected: rejected)
         case .failure(let error):
             failure = error
-            cookieState.loginFailed(credentialsRejected: false)
+            sessionState.loginFailed(credentialsRejected: false)
         }
-        configuration.logHandler?(LogEvent(level: .error, message: "Logging in failed: \(failure)"))
+        configuration.logHandler?(LogEvent(level: .error, message: "Authentication failed: \(failure)"))
         let failed = waiting
         waiting = []
         for attempt in failed {
@@ -255,7 +323,7 @@ public final class InterceptableSession: @unchecked Sendable {
             error.method = attempt.request.method.rawValue
             error.path = attempt.request.path
             if error.kind == .authentication {
-                error.message = "Logging in as '\(credentials?.username ?? "")' failed: \(failure.message)"
+                error.message = "Authenticating \(scheme.principal) failed: \(failure.message)"
             }
             attempt.handle.finish(.failure(error))
         }
@@ -302,19 +370,19 @@ public final class InterceptableSession: @unchecked Sendable {
             attempt.handle.finish(.failure(transportError(error, request: request)))
         case .success(let response):
             transcript?.log(response: response, for: request, elapsed: Date().timeIntervalSince(started))
-            if credentials != nil, configuration.authentication == .cookie, !attempt.isLogin,
+            if case .cookie = scheme, !attempt.isLogin,
                 let (cookie, maxAge) = authSessionCookie(in: response), !cookie.isEmpty
             {
-                cookieState.cookieRefreshed(cookie: cookie, maxAge: maxAge, now: now())
+                sessionState.cookieRefreshed(cookie: cookie, maxAge: maxAge, now: now())
             }
-            if let generation, isSessionRejection(response), !attempt.authReplayed, let credentials {
+            if let generation, isSessionRejection(response), !attempt.authReplayed {
                 attempt.authReplayed = true
-                let (action, startLogin) = cookieState.requestRejected(usedGeneration: generation)
+                let (action, startLogin) = sessionState.requestRejected(usedGeneration: generation)
                 switch action {
                 case .resend: authorize(attempt)
                 case .wait: waiting.append(attempt)
                 }
-                if startLogin { logIn(credentials) }
+                if startLogin { logIn() }
                 return
             }
             let outcome = AttemptOutcome.response(
@@ -340,7 +408,7 @@ public final class InterceptableSession: @unchecked Sendable {
         queue.asyncAfter(deadline: .now() + delay, execute: item)
     }
 
-    /// 401, or Cloudant's 403 `credentials_expired`: the session cookie is no longer good.
+    /// 401, or Cloudant's 403 `credentials_expired`: the session cookie (or IAM token) is no longer good.
     private func isSessionRejection(_ response: HTTPResponse) -> Bool {
         if response.statusCode == 401 { return true }
         guard response.statusCode == 403 else { return false }

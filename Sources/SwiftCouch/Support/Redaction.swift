@@ -8,7 +8,10 @@ enum Redaction {
     static let secretHeaders: Set<String> = ["authorization", "cookie", "set-cookie", "proxy-authorization"]
 
     /// JSON members whose values are always secret.
-    static let secretFields = ["password", "password_sha", "derived_key", "salt", "apikey", "api_key", "token"]
+    static let secretFields = [
+        "password", "password_sha", "derived_key", "salt", "apikey", "api_key", "token", "access_token",
+        "refresh_token", "id_token",
+    ]
 
     /// The value to show for header `name`.
     static func headerValue(name: String, value: String) -> String {
@@ -23,7 +26,9 @@ enum Redaction {
                 pattern: #""\#(field)"\s*:\s*"(?:[^"\\]|\\.)*(?:"|\\?$)"#, in: result,
                 with: #""\#(field)":"\#(placeholder)""#)
         }
-        result = replacing(pattern: #"(password=)[^&\s]*"#, in: result, with: "$1" + placeholder)
+        result = replacing(
+            pattern: #"((?:password|apikey|api_key|access_token|refresh_token)=)[^&\s]*"#, in: result,
+            with: "$1" + placeholder)
         result = replacing(pattern: #"(AuthSession=)[^;\s,"]+"#, in: result, with: "$1" + placeholder)
         result = replacing(pattern: #"(://)[^/@\s:]+:[^/@\s]+@"#, in: result, with: "$1" + placeholder + "@")
         return result

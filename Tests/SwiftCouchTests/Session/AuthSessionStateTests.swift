@@ -3,13 +3,13 @@ import Testing
 
 @testable import SwiftCouch
 
-@Suite("CookieSessionState: one login, renewals, refusals")
-struct CookieSessionStateTests {
+@Suite("AuthSessionState: one login, renewals, refusals")
+struct AuthSessionStateTests {
     let t0 = Date(timeIntervalSince1970: 1_000_000)
 
     @Test("The first request starts a login; the ones that follow wait for it")
     func firstLogin() {
-        var state = CookieSessionState()
+        var state = AuthSessionState()
         let first = state.prepareRequest(now: t0)
         #expect(first.action == .wait)
         #expect(first.startLogin)
@@ -24,7 +24,7 @@ struct CookieSessionStateTests {
 
     @Test("At 80% of the lifetime a renewal starts while requests keep using the cookie")
     func renewAhead() {
-        var state = CookieSessionState()
+        var state = AuthSessionState()
         _ = state.prepareRequest(now: t0)
         state.loginSucceeded(cookie: "c1", maxAge: 600, now: t0)
         #expect(state.prepareRequest(now: t0 + 479).startLogin == false)
@@ -38,7 +38,7 @@ struct CookieSessionStateTests {
 
     @Test("An expired cookie is not sent: requests wait for a new login")
     func expired() {
-        var state = CookieSessionState()
+        var state = AuthSessionState()
         _ = state.prepareRequest(now: t0)
         state.loginSucceeded(cookie: "c1", maxAge: 600, now: t0)
         let late = state.prepareRequest(now: t0 + 601)
@@ -48,7 +48,7 @@ struct CookieSessionStateTests {
 
     @Test("N rejections of the same cookie start one login; a rejection of an older cookie resends")
     func oneRenewalForManyRejections() {
-        var state = CookieSessionState()
+        var state = AuthSessionState()
         _ = state.prepareRequest(now: t0)
         state.loginSucceeded(cookie: "c1", maxAge: nil, now: t0)
         var logins = 0
@@ -64,7 +64,7 @@ struct CookieSessionStateTests {
 
     @Test("Refused credentials fail every later request without another login until reset")
     func refused() {
-        var state = CookieSessionState()
+        var state = AuthSessionState()
         _ = state.prepareRequest(now: t0)
         state.loginFailed(credentialsRejected: true)
         for _ in 0..<5 { #expect(state.prepareRequest(now: t0) == (.fail, false)) }
@@ -74,7 +74,7 @@ struct CookieSessionStateTests {
 
     @Test("A login that failed for another reason (5xx, network) is tried again by the next request")
     func transientLoginFailure() {
-        var state = CookieSessionState()
+        var state = AuthSessionState()
         _ = state.prepareRequest(now: t0)
         state.loginFailed(credentialsRejected: false)
         #expect(state.prepareRequest(now: t0) == (.wait, true))
@@ -82,7 +82,7 @@ struct CookieSessionStateTests {
 
     @Test("Refreshed cookies from responses replace the current one")
     func refreshed() {
-        var state = CookieSessionState()
+        var state = AuthSessionState()
         _ = state.prepareRequest(now: t0)
         state.loginSucceeded(cookie: "c1", maxAge: 600, now: t0)
         state.cookieRefreshed(cookie: "c1", maxAge: 600, now: t0 + 100)
@@ -107,11 +107,11 @@ struct CookieSessionStateTests {
     }
 }
 
-private func == (lhs: (CookieSessionState.RequestAction, Bool), rhs: (CookieSessionState.RequestAction, Bool)) -> Bool {
+private func == (lhs: (AuthSessionState.RequestAction, Bool), rhs: (AuthSessionState.RequestAction, Bool)) -> Bool {
     lhs.0 == rhs.0 && lhs.1 == rhs.1
 }
 
-private func == (lhs: (CookieSessionState.RejectionAction, Bool), rhs: (CookieSessionState.RejectionAction, Bool))
+private func == (lhs: (AuthSessionState.RejectionAction, Bool), rhs: (AuthSessionState.RejectionAction, Bool))
     -> Bool
 {
     lhs.0 == rhs.0 && lhs.1 == rhs.1
