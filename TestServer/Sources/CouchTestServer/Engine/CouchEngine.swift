@@ -4,8 +4,13 @@ import HTTPWire
 
 /// The CouchDB behaviour of the TestServer: every endpoint, answered as Apache CouchDB 3.5 does.
 ///
-/// Thread-safe: the HTTP layer calls `handle(_:)` from many connection threads at once.
+/// Thread-safe: the HTTP layer calls `handle(_:)` from many connection threads at once. The list of
+/// databases sits behind one short-held lock; each database has its own lock (see `Database`), and
+/// waiting change feeds hold no lock at all.
 public final class CouchEngine: RequestHandler, @unchecked Sendable {
+    // Safe: `databases` and `closed` are only touched under `stateLock`; everything else is immutable
+    // or is itself thread-safe (SessionState, Clock, UUIDGenerator, Database).
+
     /// How the engine is set up.
     public struct Options: Sendable {
         /// The server admin's name. Defaults to `admin`.
@@ -16,24 +21,212 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
         public var sessionTimeout: Int = 600
         /// Where to keep data so that a restart keeps it; nil keeps everything in memory. Defaults to nil.
         public var dataDirectory: URL? = nil
+        /// PBKDF2 iterations used when a `_users` document's password is hashed (CouchDB 3.5: 600000).
+        /// Lower it in tests that create many users: every new password costs this many HMAC rounds.
+        public var passwordIterations: Int = 600_000
 
         public init() {}
     }
 
     public let options: Options
 
+    let clock = Clock()
+    let sessions: SessionState
+    let serverUUID: String
+    let adminSalt: String
+    let uuids = UUIDGenerator()
+    private let dataDirectory: DataDirectory?
+    private let stateLock = NSLock()
+    private var databases: [String: Database] = [:]
+    private var closed = false
+
+    /// Creates the engine; with `options.dataDirectory` set, loads every database kept there.
     public init(options: Options = Options()) throws {
         self.options = options
+        var secret = Crypto.randomBytes(32)
+        var uuid = Crypto.hex(Crypto.randomBytes(16))
+        if let root = options.dataDirectory {
+            let dir = DataDirectory(root: root)
+            try dir.prepare()
+            if let state = dir.readServerState() {
+                if let s = state["secret"]?.stringValue, let d = Crypto.fromHex(s) { secret = d }
+                if let u = state["uuid"]?.stringValue { uuid = u }
+            } else {
+                try dir.writeServerState(["uuid": .string(uuid), "secret": .string(Crypto.hex(secret))])
+            }
+            dataDirectory = dir
+        } else {
+            dataDirectory = nil
+        }
+        serverUUID = uuid
+        sessions = SessionState(secret: secret)
+        adminSalt = Crypto.hex(Crypto.md5(Data((uuid + options.adminName).utf8)))
+        if let dir = dataDirectory { try loadDatabases(dir) }
+        for system in ["_users", "_replicator"] where database(named: system) == nil {
+            _ = try? createDatabase(name: system, partitioned: false, q: 1, n: 1).get()
+        }
     }
 
+    private func loadDatabases(_ dir: DataDirectory) throws {
+        for file in dir.logFiles() {
+            let records = DatabaseLog.records(at: file)
+            guard let meta = records.first, meta["op"]?.stringValue == "meta", let name = meta["name"]?.stringValue else {
+                continue
+            }
+            let db = Database(
+                name: name, instanceStartTime: Int(meta["created"]?.intValue ?? 0),
+                partitioned: meta["partitioned"]?.boolValue ?? false, q: Int(meta["q"]?.intValue ?? 2),
+                n: Int(meta["n"]?.intValue ?? 1))
+            var blobs: [String: Data] = [:]
+            for record in records.dropFirst() { db.replay(record, blobs: &blobs) }
+            db.log = try DatabaseLog(url: file)
+            databases[name] = db
+        }
+    }
+
+    // MARK: - Databases
+
+    func database(named name: String) -> Database? {
+        stateLock.lock()
+        defer { stateLock.unlock() }
+        return databases[name]
+    }
+
+    func allDatabaseNames() -> [String] {
+        stateLock.lock()
+        defer { stateLock.unlock() }
+        return databases.keys.sorted(by: idLess)
+    }
+
+    func createDatabase(name: String, partitioned: Bool, q: Int, n: Int) -> Result<Database, CouchError> {
+        stateLock.lock()
+        defer { stateLock.unlock() }
+        if databases[name] != nil {
+            return .failure(CouchError(412, "file_exists", "The database could not be created, the file already exists."))
+        }
+        let db = Database(name: name, instanceStartTime: Int(clock.now), partitioned: partitioned, q: q, n: n)
+        if let dir = dataDirectory {
+            do {
+                let url = dir.logURL(for: name)
+                try? FileManager.default.removeItem(at: url)
+                let log = try DatabaseLog(url: url)
+                try log.append([
+                    [
+                        "op": "meta", "name": .string(name), "created": .int(Int64(db.instanceStartTime)),
+                        "partitioned": .bool(partitioned), "q": .int(Int64(q)), "n": .int(Int64(n)),
+                    ]
+                ])
+                db.log = log
+            } catch let e as CouchError {
+                return .failure(e)
+            } catch {
+                return .failure(CouchError(500, "file_error", "\(error)"))
+            }
+        }
+        databases[name] = db
+        return .success(db)
+    }
+
+    func deleteDatabase(name: String) -> Bool {
+        stateLock.lock()
+        let db = databases.removeValue(forKey: name)
+        stateLock.unlock()
+        guard let db else { return false }
+        db.withLock {
+            db.isDeleted = true
+            db.log?.remove()
+            db.log = nil
+            db.cond.broadcast()
+        }
+        return true
+    }
+
+    var isClosed: Bool {
+        stateLock.lock()
+        defer { stateLock.unlock() }
+        return closed
+    }
+
+    // MARK: - Requests
+
+    /// Answers one request.
     public func handle(_ request: ServerRequest) -> ServerResponse {
-        ServerResponse(status: 500, headers: ["Content-Type": "application/json"],
-                       body: .data(Data(#"{"error":"unknown_error","reason":"not implemented yet"}"#.utf8 + [0x0A])))
+        let user: UserContext
+        let refresh: String?
+        do {
+            (user, refresh) = try identify(request)
+        } catch {
+            return Reply.error(error)
+        }
+        let ctx = RequestContext(request: request, segments: request.pathSegments, user: user)
+        var response: ServerResponse
+        do {
+            response = try route(ctx)
+        } catch {
+            response = Reply.error(error)
+        }
+        if let refresh, !response.headers.contains("Set-Cookie") {
+            response.headers.add("Set-Cookie", refresh)
+        }
+        if request.method == "HEAD", case .data(let data) = response.body {
+            response.headers.set("Content-Length", String(data.count))
+            response.body = .empty
+        }
+        return response
     }
 
     /// Makes every `AuthSession` cookie issued so far invalid, as if its lifetime had run out.
-    public func expireAllSessions() {}
+    public func expireAllSessions() {
+        let secret = sessions.rotate()
+        if let dir = dataDirectory {
+            try? dir.writeServerState(["uuid": .string(serverUUID), "secret": .string(Crypto.hex(secret))])
+        }
+    }
 
     /// Flushes anything kept in `dataDirectory` and stops background work (continuous feeds end).
-    public func close() {}
+    public func close() {
+        stateLock.lock()
+        closed = true
+        let all = Array(databases.values)
+        stateLock.unlock()
+        for db in all {
+            db.withLock {
+                db.log?.close()
+                db.cond.broadcast()
+            }
+        }
+    }
+
+    /// Moves the engine's clock forward (tests of cookie expiry and renewal).
+    func advanceClock(by seconds: TimeInterval) { clock.advance(by: seconds) }
+}
+
+/// A request with what the engine worked out about it.
+struct RequestContext {
+    let request: ServerRequest
+    let segments: [String]
+    let user: UserContext
+
+    var method: String { request.method }
+}
+
+/// CouchDB's default uuid algorithm (`sequential`): a random 26-hex-digit prefix and a 6-digit counter
+/// that grows by small random steps.
+final class UUIDGenerator: @unchecked Sendable {
+    // Safe: state only touched under `lock`.
+    private let lock = NSLock()
+    private var prefix = Crypto.hex(Crypto.randomBytes(13))
+    private var counter = Int.random(in: 0..<0x1000)
+
+    func next() -> String {
+        lock.lock()
+        defer { lock.unlock() }
+        counter += Int.random(in: 1...0xffe)
+        if counter >= 0x1000000 {
+            prefix = Crypto.hex(Crypto.randomBytes(13))
+            counter = Int.random(in: 0..<0x1000)
+        }
+        let hex = String(counter, radix: 16)
+        return prefix + String(repeating: "0", count: 6 - hex.count) + hex
+    }
 }

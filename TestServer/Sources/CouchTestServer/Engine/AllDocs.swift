@@ -1,0 +1,294 @@
+import CouchQuery
+import Foundation
+
+/// Query arguments shared by `_all_docs`, `_design_docs`, `_local_docs` and views.
+struct ViewArgs {
+    var key: JSON?
+    var keys: [JSON]?
+    var startKey: JSON?
+    var endKey: JSON?
+    var startDocID: String?
+    var endDocID: String?
+    var inclusiveEnd = true
+    var descending = false
+    var limit: Int?
+    var skip = 0
+    var includeDocs = false
+    var conflicts = false
+    var updateSeq = false
+    var attachments = false
+    var attEncodingInfo = false
+    var reduce: Bool?
+    var group = false
+    var groupLevel: Int?
+
+    /// Reads the query string (JSON-encoded keys).
+    init(query request: ServerRequest) throws(CouchError) {
+        key = try request.jsonQuery("key")
+        if let k = try request.jsonQuery("keys") {
+            guard let list = k.arrayValue else { throw CouchError.badRequest("`keys` must be an array") }
+            keys = list
+        }
+        startKey = try request.jsonQuery("start_key")
+        if startKey == nil { startKey = try request.jsonQuery("startkey") }
+        endKey = try request.jsonQuery("end_key")
+        if endKey == nil { endKey = try request.jsonQuery("endkey") }
+        startDocID = request.queryValue("start_key_doc_id") ?? request.queryValue("startkey_docid")
+        endDocID = request.queryValue("end_key_doc_id") ?? request.queryValue("endkey_docid")
+        inclusiveEnd = request.flag("inclusive_end", default: true)
+        descending = request.flag("descending")
+        if let l = request.queryValue("limit") {
+            guard let n = Int(l), n >= 0 else {
+                throw CouchError.queryParse("Invalid value for positive integer: \"\(l)\"")
+            }
+            limit = n
+        }
+        if let s = request.queryValue("skip") {
+            guard let n = Int(s), n >= 0 else { throw CouchError.queryParse("Invalid value for positive integer: \"\(s)\"") }
+            skip = n
+        }
+        includeDocs = request.flag("include_docs")
+        conflicts = request.flag("conflicts")
+        updateSeq = request.flag("update_seq")
+        attachments = request.flag("attachments")
+        attEncodingInfo = request.flag("att_encoding_info")
+        if let r = request.queryValue("reduce") { reduce = r == "true" ? true : (r == "false" ? false : nil) }
+        group = request.flag("group")
+        if let g = request.queryValue("group_level") { groupLevel = Int(g) }
+    }
+
+    /// Overlays members of a JSON object (POST bodies and `queries` entries).
+    mutating func apply(_ body: JSON) throws(CouchError) {
+        for (name, value) in body.members {
+            switch name {
+            case "key": key = value
+            case "keys":
+                guard let list = value.arrayValue else { throw CouchError.badRequest("`keys` member must be an array.") }
+                keys = list
+            case "startkey", "start_key": startKey = value
+            case "endkey", "end_key": endKey = value
+            case "startkey_docid", "start_key_doc_id": startDocID = value.stringValue
+            case "endkey_docid", "end_key_doc_id": endDocID = value.stringValue
+            case "inclusive_end": inclusiveEnd = value.boolValue ?? true
+            case "descending": descending = value.boolValue ?? false
+            case "limit": limit = value.intValue.map { Int($0) }
+            case "skip": skip = Int(value.intValue ?? 0)
+            case "include_docs": includeDocs = value.boolValue ?? false
+            case "conflicts": conflicts = value.boolValue ?? false
+            case "update_seq": updateSeq = value.boolValue ?? false
+            case "attachments": attachments = value.boolValue ?? false
+            case "att_encoding_info": attEncodingInfo = value.boolValue ?? false
+            case "reduce": reduce = value.boolValue
+            case "group": group = value.boolValue ?? false
+            case "group_level": groupLevel = value.intValue.map { Int($0) }
+            default: break
+            }
+        }
+    }
+
+    init() {}
+
+    var renderOptions: DocRenderOptions {
+        var o = DocRenderOptions()
+        o.conflicts = conflicts
+        o.attachments = attachments
+        o.attEncodingInfo = attEncodingInfo
+        return o
+    }
+}
+
+extension CouchEngine {
+    /// Applies ranges, direction, skip and limit to ids sorted ascending. Returns the offset and the ids.
+    func selectIDs(_ ids: [String], _ args: ViewArgs) throws(CouchError) -> (offset: Int, ids: [String]) {
+        func cmp(_ id: String, _ key: JSON) -> Int {
+            if let s = key.stringValue { return Collation.compareRaw(id, s) }
+            return Collation.compare(.string(id), key)
+        }
+        var start = args.startKey
+        var end = args.endKey
+        var inclusiveEnd = args.inclusiveEnd
+        if let key = args.key {
+            start = key
+            end = key
+            inclusiveEnd = true
+        }
+        if let s = start, let e = end {
+            let c: Int
+            if let ss = s.stringValue, let es = e.stringValue { c = Collation.compareRaw(ss, es) } else { c = Collation.compare(s, e) }
+            if (!args.descending && c > 0) || (args.descending && c < 0) {
+                throw CouchError(
+                    400, "query_parse_error",
+                    "No rows can match your key range, reverse your start_key and end_key or set descending=false",
+                    extra: [CouchError.ref()])
+            }
+        }
+        let ordered = args.descending ? Array(ids.reversed()) : ids
+        var firstIndex = 0
+        if let s = start {
+            firstIndex = ordered.firstIndex { args.descending ? cmp($0, s) <= 0 : cmp($0, s) >= 0 } ?? ordered.count
+        }
+        var selected: [String] = []
+        for id in ordered[firstIndex...] {
+            if let e = end {
+                let c = cmp(id, e) * (args.descending ? -1 : 1)
+                if c > 0 || (c == 0 && !inclusiveEnd) { break }
+            }
+            selected.append(id)
+        }
+        let skipped = Array(selected.dropFirst(args.skip))
+        let limited = args.limit.map { Array(skipped.prefix($0)) } ?? skipped
+        return (min(firstIndex + args.skip, ordered.count), limited)
+    }
+
+    /// `{"total_rows":…,"offset":…,"rows":[…]}` written the way CouchDB streams it (one row per line).
+    func rowsBody(totalRows: JSON, offset: JSON, updateSeq: String? = nil, rows: [JSON]) -> String {
+        var text = "{\"total_rows\":\(totalRows.serialized),\"offset\":\(offset.serialized)"
+        if let updateSeq { text += ",\"update_seq\":\(JSON.string(updateSeq).serialized)" }
+        text += ",\"rows\":[\r\n"
+        text += rows.map(\.serialized).joined(separator: ",\r\n")
+        text += "\r\n]}\n"
+        return text
+    }
+
+    private func docRow(_ db: Database, _ entry: DocEntry, _ args: ViewArgs) -> JSON? {
+        guard let winner = entry.winner, !winner.deleted else { return nil }
+        var pairs: [(String, JSON)] = [
+            ("id", .string(entry.id)), ("key", .string(entry.id)), ("value", ["rev": .string(winner.rev)]),
+        ]
+        if args.includeDocs { pairs.append(("doc", renderDocument(entry, winner, args.renderOptions))) }
+        return .object(pairs)
+    }
+
+    /// Rows for a `keys` query: deleted documents and unknown keys get CouchDB's special rows.
+    private func keyRows(_ db: Database, _ keys: [JSON], _ args: ViewArgs, idFilter: (String) -> Bool) -> [JSON] {
+        var out: [JSON] = []
+        for key in keys {
+            guard let id = key.stringValue, idFilter(id), let entry = db.docs[id], let winner = entry.winner else {
+                out.append(.object([("key", key), ("error", "not_found")]))
+                continue
+            }
+            if winner.deleted {
+                var pairs: [(String, JSON)] = [
+                    ("id", .string(id)), ("key", key), ("value", ["rev": .string(winner.rev), "deleted": true]),
+                ]
+                if args.includeDocs { pairs.append(("doc", .null)) }
+                out.append(.object(pairs))
+            } else if let row = docRow(db, entry, args) {
+                out.append(row)
+            }
+        }
+        if args.descending { out.reverse() }
+        let skipped = Array(out.dropFirst(args.skip))
+        return args.limit.map { Array(skipped.prefix($0)) } ?? skipped
+    }
+
+    /// Runs one `_all_docs` query (optionally restricted to one simulated shard's partition).
+    func allDocsResult(_ db: Database, _ args: ViewArgs, partition: String? = nil) throws(CouchError)
+        -> (total: Int, offset: Int?, rows: [JSON], updateSeq: Int)
+    {
+        try db.withLock { () throws(CouchError) -> (Int, Int?, [JSON], Int) in
+            var live = db.sortedIDs.filter { db.docs[$0]?.isDeleted == false }
+            var total = db.docCount
+            if let partition {
+                let shard = db.shard(of: partition + ":x")
+                live = live.filter { db.shard(of: $0) == shard }
+                total = live.count
+                let prefix = partition + ":"
+                var a = args
+                if a.keys == nil {
+                    if a.startKey == nil { a.startKey = .string(prefix) }
+                    if a.endKey == nil { a.endKey = .string(prefix + "\u{FFF0}") }
+                }
+                return try allDocsRows(db, live, a, total: total, idFilter: { $0.hasPrefix(prefix) })
+            }
+            return try allDocsRows(db, live, args, total: total, idFilter: { _ in true })
+        }
+    }
+
+    private func allDocsRows(_ db: Database, _ live: [String], _ args: ViewArgs, total: Int, idFilter: (String) -> Bool)
+        throws(CouchError) -> (Int, Int?, [JSON], Int)
+    {
+        if let keys = args.keys {
+            return (total, nil, keyRows(db, keys, args, idFilter: idFilter), db.updateSeq)
+        }
+        let (offset, ids) = try selectIDs(live, args)
+        let rows = ids.compactMap { id in db.docs[id].flatMap { docRow(db, $0, args) } }
+        return (total, offset, rows, db.updateSeq)
+    }
+
+    // MARK: - Endpoints
+
+    func allDocs(_ ctx: RequestContext, _ db: Database, rest: [String], partition: String? = nil) throws(CouchError)
+        -> ServerResponse
+    {
+        let request = ctx.request
+        if rest.first == "queries" {
+            guard ctx.method == "POST" else { throw CouchError.methodNotAllowed("POST") }
+            let body = try request.jsonObjectBody()
+            guard let queries = body["queries"]?.arrayValue else {
+                throw CouchError.badRequest("Request body must be a JSON object with a `queries` member")
+            }
+            var results: [String] = []
+            for query in queries {
+                var args = try ViewArgs(query: request)
+                try args.apply(query)
+                let r = try allDocsResult(db, args, partition: partition)
+                var pairs: [(String, JSON)] = [("total_rows", .int(Int64(r.total))), ("offset", r.offset.map { .int(Int64($0)) } ?? .null)]
+                if args.updateSeq { pairs.append(("update_seq", .string(SequenceToken.encode(r.updateSeq, db: db.name)))) }
+                pairs.append(("rows", .array(r.rows)))
+                results.append(JSON.object(pairs).serialized)
+            }
+            return Reply.text(200, "{\"results\":[\r\n" + results.joined(separator: ",\r\n") + "\r\n]}\n")
+        }
+        guard rest.isEmpty else { throw CouchError.notFound("missing") }
+        var args = try ViewArgs(query: request)
+        switch ctx.method {
+        case "GET", "HEAD": break
+        case "POST":
+            guard request.contentTypeIsJSON else { throw CouchError.badContentType }
+            try args.apply(try request.jsonObjectBody())
+        default: throw CouchError.methodNotAllowed("GET,HEAD,POST")
+        }
+        let r = try allDocsResult(db, args, partition: partition)
+        return Reply.text(200, rowsBody(
+            totalRows: .int(Int64(r.total)), offset: r.offset.map { .int(Int64($0)) } ?? .null,
+            updateSeq: args.updateSeq ? SequenceToken.encode(r.updateSeq, db: db.name) : nil, rows: r.rows))
+    }
+
+    func designDocs(_ ctx: RequestContext, _ db: Database) throws(CouchError) -> ServerResponse {
+        let request = ctx.request
+        var args = try ViewArgs(query: request)
+        if ctx.method == "POST" { try args.apply(try request.jsonObjectBody()) }
+        let (total, offset, rows): (Int, Int?, [JSON]) = try db.withLock { () throws(CouchError) -> (Int, Int?, [JSON]) in
+            let ids = db.sortedIDs.filter { $0.hasPrefix("_design/") && db.docs[$0]?.isDeleted == false }
+            if let keys = args.keys {
+                return (ids.count, nil, keyRows(db, keys, args, idFilter: { $0.hasPrefix("_design/") }))
+            }
+            let (offset, selected) = try selectIDs(ids, args)
+            return (ids.count, offset, selected.compactMap { db.docs[$0].flatMap { docRow(db, $0, args) } })
+        }
+        return Reply.text(200, rowsBody(totalRows: .int(Int64(total)), offset: offset.map { .int(Int64($0)) } ?? .null, rows: rows))
+    }
+
+    func localDocs(_ ctx: RequestContext, _ db: Database) throws(CouchError) -> ServerResponse {
+        let request = ctx.request
+        var args = try ViewArgs(query: request)
+        if ctx.method == "POST" { try args.apply(try request.jsonObjectBody()) }
+        let rows: [JSON] = try db.withLock { () throws(CouchError) -> [JSON] in
+            func row(_ id: String) -> JSON? {
+                guard let doc = db.local[id] else { return nil }
+                var pairs: [(String, JSON)] = [("id", .string(id)), ("key", .string(id)), ("value", ["rev": .string("0-\(doc.rev)")])]
+                if args.includeDocs {
+                    pairs.append(("doc", .object([("_id", .string(id)), ("_rev", .string("0-\(doc.rev)"))] + doc.body.members)))
+                }
+                return .object(pairs)
+            }
+            if let keys = args.keys {
+                return keys.map { key in key.stringValue.flatMap(row) ?? .object([("key", key), ("error", "not_found")]) }
+            }
+            let ids = db.local.keys.sorted(by: idLess)
+            return try selectIDs(ids, args).ids.compactMap(row)
+        }
+        return Reply.text(200, rowsBody(totalRows: .null, offset: .null, rows: rows))
+    }
+}

@@ -1,0 +1,137 @@
+import CouchQuery
+import Foundation
+
+extension CouchEngine {
+    func attachmentEndpoint(_ ctx: RequestContext, _ db: Database, docID: String, name: String) throws(CouchError)
+        -> ServerResponse
+    {
+        switch ctx.method {
+        case "GET", "HEAD": return try getAttachment(ctx, db, docID: docID, name: name)
+        case "PUT": return try putAttachment(ctx, db, docID: docID, name: name, delete: false)
+        case "DELETE": return try putAttachment(ctx, db, docID: docID, name: name, delete: true)
+        default: throw CouchError.methodNotAllowed("DELETE,GET,HEAD,PUT")
+        }
+    }
+
+    private func getAttachment(_ ctx: RequestContext, _ db: Database, docID: String, name: String) throws(CouchError)
+        -> ServerResponse
+    {
+        let request = ctx.request
+        let rev = request.queryValue("rev")
+        let att: Attachment = try db.withLock { () throws(CouchError) -> Attachment in
+            guard let entry = db.docs[docID], let winner = entry.winner else { throw CouchError.notFound("missing") }
+            let node: RevNode
+            if let rev {
+                guard let n = entry.nodes[rev] else { throw CouchError.notFound("missing") }
+                node = n
+            } else {
+                if winner.deleted { throw CouchError.notFound("deleted") }
+                node = winner
+            }
+            guard let att = node.atts.first(where: { $0.name == name }) else {
+                throw CouchError.notFound("Document is missing attachment")
+            }
+            return att
+        }
+        let etag = "\"\(att.digest.dropFirst(4))\""
+        if request.headers["If-None-Match"] == etag { return notModified(etag) }
+        var response = ServerResponse(status: 200)
+        response.headers.add("Content-Type", att.contentType)
+        response.headers.add("ETag", etag)
+        response.headers.add("Cache-Control", "must-revalidate")
+        let compressible = att.isCompressible
+        response.headers.add("Accept-Ranges", compressible ? "none" : "bytes")
+        let acceptsGzip = (request.headers["Accept-Encoding"] ?? "").lowercased().split(separator: ",").contains {
+            $0.trimmingCharacters(in: .whitespaces).hasPrefix("gzip")
+        }
+        if compressible, acceptsGzip {
+            response.headers.add("Content-Encoding", "gzip")
+            response.body = .data(Gzip.compress(att.data))
+            return response
+        }
+        if !compressible, let range = request.headers["Range"], let (start, end) = parseRange(range, length: att.length) {
+            if start > end || start >= att.length {
+                return Reply.error(CouchError(416, "requested_range_not_satisfiable", "Requested range not satisfiable"))
+            }
+            response.status = 206
+            response.headers.add("Content-Range", "bytes \(start)-\(end)/\(att.length)")
+            response.body = .data(att.data.subdata(in: (att.data.startIndex + start)..<(att.data.startIndex + end + 1)))
+            return response
+        }
+        response.body = .data(att.data)
+        return response
+    }
+
+    /// Parses a single `bytes=a-b`, `bytes=a-` or `bytes=-n` range.
+    private func parseRange(_ header: String, length: Int) -> (Int, Int)? {
+        guard header.hasPrefix("bytes="), !header.contains(",") else { return nil }
+        let spec = header.dropFirst(6)
+        let parts = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2 else { return nil }
+        if parts[0].isEmpty {
+            guard let n = Int(parts[1]) else { return nil }
+            return (max(length - n, 0), length - 1)
+        }
+        guard let start = Int(parts[0]) else { return nil }
+        let end = parts[1].isEmpty ? length - 1 : min(Int(parts[1]) ?? length - 1, length - 1)
+        return (start, end)
+    }
+
+    private func putAttachment(_ ctx: RequestContext, _ db: Database, docID: String, name: String, delete: Bool)
+        throws(CouchError) -> ServerResponse
+    {
+        let request = ctx.request
+        if docID.hasPrefix("_local/") { throw CouchError.badRequest("Attachments are not supported on _local documents") }
+        try validateDocID(docID, db)
+        var rev = request.queryValue("rev")
+        if let ifMatch = request.headers["If-Match"] { rev = ifMatch.trimmingCharacters(in: CharacterSet(charactersIn: "\" ")) }
+        if name.hasPrefix("_") {
+            throw CouchError.badRequest("Attachment name '\(name)' starts with prohibited character '_'")
+        }
+        var probe = ParsedDoc()
+        probe.deleted = false
+        let contentType = request.headers["Content-Type"] ?? "application/octet-stream"
+        let body = request.body
+        try prepareWriteAccess(docID, db, ctx.user)
+        let newRev = try db.withLock { () throws(CouchError) -> String in
+            let entry = db.docs[docID]
+            var baseBody: JSON = [:]
+            var atts: [Attachment] = []
+            if let rev {
+                guard let entry, let node = entry.nodes[rev], entry.isLeaf(rev) else { throw CouchError.conflict }
+                if !node.deleted {
+                    baseBody = node.body ?? [:]
+                    atts = node.atts
+                }
+            } else if let entry, let winner = entry.winner, !winner.deleted {
+                if delete { throw CouchError.conflict }
+                throw CouchError.conflict
+            } else if delete {
+                throw CouchError.notFound("missing")
+            }
+            var inputs: [AttachmentInput]
+            if delete {
+                guard atts.contains(where: { $0.name == name }) else { throw CouchError.notFound("Document is missing attachment") }
+                inputs = atts.filter { $0.name != name }.map { .keep($0) }
+            } else {
+                inputs = [.data(name: name, contentType: contentType, data: body)]
+                inputs += atts.filter { $0.name != name }.map { .keep($0) }
+            }
+            return try db.updateInteractive(id: docID, baseRev: rev, deleted: false, body: baseBody, attachments: inputs)
+        }
+        _ = probe
+        let result = writeResult(id: docID, rev: newRev)
+        if delete { return Reply.json(200, result) }
+        let location = documentLocation(request, db, docID) + "/"
+            + name.split(separator: "/", omittingEmptySubsequences: false).map { encodePathSegment(String($0)) }.joined(separator: "/")
+        return Reply.json(201, result, headers: [("Location", location)])
+    }
+
+    /// Design documents (and their attachments) need a database admin.
+    private func prepareWriteAccess(_ docID: String, _ db: Database, _ user: UserContext) throws(CouchError) {
+        if docID.hasPrefix("_design/") {
+            let security = db.withLock { db.security }
+            if !isDatabaseAdmin(security, user) { throw CouchError(401, "unauthorized", "You are not a db or server admin.") }
+        }
+    }
+}

@@ -1,0 +1,278 @@
+import CouchQuery
+import Foundation
+
+/// A parsed `_changes` request.
+struct ChangesArgs {
+    enum Filter {
+        case none
+        case docIDs([String])
+        case selector(MangoSelector)
+        case design
+    }
+
+    var feed = "normal"
+    /// nil means `now`.
+    var since: Int? = 0
+    var limit: Int?
+    var descending = false
+    var includeDocs = false
+    var allLeaves = false
+    var filter = Filter.none
+    var heartbeat: Int?
+    var timeout: Int?
+    var render = DocRenderOptions()
+}
+
+extension CouchEngine {
+    private func parseChangesArgs(_ ctx: RequestContext, _ db: Database) throws(CouchError) -> ChangesArgs {
+        let request = ctx.request
+        var args = ChangesArgs()
+        args.feed = request.queryValue("feed") ?? "normal"
+        if !["normal", "longpoll", "continuous", "eventsource"].contains(args.feed) {
+            throw CouchError.badRequest("Supported `feed` types: normal, continuous, live, longpoll, eventsource")
+        }
+        if let since = request.queryValue("since") ?? request.headers["Last-Event-ID"] {
+            if since == "now" {
+                args.since = nil
+            } else {
+                guard let n = SequenceToken.decode(since) else {
+                    throw CouchError.badRequest("Malformed sequence supplied in 'since' parameter.")
+                }
+                args.since = n
+            }
+        }
+        if let l = request.queryValue("limit") {
+            guard let n = Int(l), n >= 0 else { throw CouchError.badRequest("Invalid value for limit: \(l)") }
+            args.limit = max(n, 1)
+        }
+        args.descending = request.flag("descending")
+        args.includeDocs = request.flag("include_docs")
+        args.allLeaves = request.queryValue("style") == "all_docs"
+        args.render.conflicts = request.flag("conflicts")
+        args.render.attachments = request.flag("attachments")
+        args.render.attEncodingInfo = request.flag("att_encoding_info")
+        if let h = request.queryValue("heartbeat") {
+            if h == "true" { args.heartbeat = 60000 } else if let n = Int(h), n > 0 { args.heartbeat = n } else if h != "false" {
+                throw CouchError.badRequest("Invalid heartbeat value. Expecting a positive integer value (or `true`).")
+            }
+        }
+        if let t = request.queryValue("timeout") {
+            guard let n = Int(t), n >= 0 else { throw CouchError.badRequest("Invalid timeout value: \(t)") }
+            args.timeout = n
+        }
+        var body: JSON = [:]
+        if ctx.method == "POST", !request.body.isEmpty {
+            body = try request.jsonBody()
+        }
+        switch request.queryValue("filter") {
+        case nil:
+            break
+        case "_doc_ids":
+            var ids: [JSON]?
+            if let q = try request.jsonQuery("doc_ids") { ids = q.arrayValue }
+            if let b = body["doc_ids"] { ids = b.arrayValue }
+            guard let ids, ids.allSatisfy({ $0.stringValue != nil }) else {
+                throw CouchError.badRequest("`doc_ids` filter parameter is not a list of doc ids.")
+            }
+            args.filter = .docIDs(ids.compactMap(\.stringValue))
+        case "_selector":
+            guard let selector = body["selector"] else {
+                throw CouchError.badRequest("Selector must be specified in POST payload")
+            }
+            do {
+                args.filter = .selector(try MangoSelector(selector))
+            } catch {
+                throw CouchError(error.status, error.error, error.reason)
+            }
+        case "_design":
+            args.filter = .design
+        case "_view":
+            guard let view = request.queryValue("view") else {
+                throw CouchError.badRequest("`view` filter parameter is not provided.")
+            }
+            let parts = view.split(separator: "/", maxSplits: 1).map(String.init)
+            guard parts.count == 2 else { throw CouchError.badRequest("`view` must be of the form `designname/viewname`") }
+            let ddoc = db.withLock { db.docs["_design/" + parts[0]].flatMap { $0.isDeleted ? nil : $0.winner?.body } }
+            guard let ddoc else { throw CouchError.notFound("missing") }
+            guard ddoc["views"]?[parts[1]] != nil else { throw CouchError.notFound("missing_named_view") }
+            throw javascriptNotSupported("view \(view) used as a _changes filter")
+        case let name?:
+            let parts = name.split(separator: "/", maxSplits: 1).map(String.init)
+            guard parts.count == 2 else {
+                throw CouchError.badRequest("`filter` must be of the form `designname/filtername`")
+            }
+            let ddoc = db.withLock { db.docs["_design/" + parts[0]].flatMap { $0.isDeleted ? nil : $0.winner?.body } }
+            guard let ddoc else { throw CouchError.notFound("missing") }
+            guard ddoc["filters"]?[parts[1]] != nil else { throw CouchError.notFound("missing json key: \(parts[1])") }
+            throw javascriptNotSupported("filter \(name)")
+        }
+        return args
+    }
+
+    func javascriptNotSupported(_ what: String) -> CouchError {
+        CouchError(501, "not_implemented", "The TestServer does not run JavaScript: \(what) needs a CouchDB server")
+    }
+
+    /// One batch of changes after `since` (lock held). Returns the rows, the last sequence and `pending`.
+    private func collectChanges(_ db: Database, since: Int, args: ChangesArgs, limit: Int?) -> (rows: [JSON], lastSeq: Int, pending: Int) {
+        let total = db.countChanges(since: 0)
+        var entries: [DocEntry]
+        var pending: Int
+        if args.descending {
+            entries = db.changedDocs(since: 0).reversed()
+            pending = total
+        } else {
+            entries = db.changedDocs(since: since)
+            pending = entries.count
+        }
+        switch args.filter {
+        case .docIDs(let ids):
+            let wanted = Set(ids)
+            entries = entries.filter { wanted.contains($0.id) }
+        case .design:
+            entries = entries.filter { $0.id.hasPrefix("_design/") }
+        default:
+            break
+        }
+        var rows: [JSON] = []
+        var lastSeq = args.descending ? 0 : max(since, db.updateSeq)
+        var pendingAtEnd = pending - entries.count
+        for entry in entries {
+            pending -= 1
+            guard let winner = entry.winner else { continue }
+            if case .selector(let selector) = args.filter {
+                var opts = DocRenderOptions()
+                opts.conflicts = false
+                if !selector.matches(renderDocument(entry, winner, opts)) { continue }
+            }
+            var pairs: [(String, JSON)] = [
+                ("seq", .string(SequenceToken.encode(entry.seq, db: db.name))), ("id", .string(entry.id)),
+            ]
+            let revs = args.allLeaves ? entry.sortedLeaves.map(\.rev) : [winner.rev]
+            pairs.append(("changes", .array(revs.map { ["rev": .string($0)] })))
+            if winner.deleted { pairs.append(("deleted", true)) }
+            if args.includeDocs { pairs.append(("doc", renderDocument(entry, winner, args.render))) }
+            rows.append(.object(pairs))
+            if args.descending { lastSeq = entry.seq }
+            if let limit, rows.count >= limit {
+                lastSeq = entry.seq
+                pendingAtEnd = pending
+                break
+            }
+        }
+        if args.descending, rows.isEmpty { lastSeq = db.updateSeq }
+        return (rows, lastSeq, max(pendingAtEnd, 0))
+    }
+
+    func changes(_ ctx: RequestContext, _ db: Database) throws(CouchError) -> ServerResponse {
+        guard ctx.method == "GET" || ctx.method == "HEAD" || ctx.method == "POST" else {
+            throw CouchError.methodNotAllowed("GET,HEAD,POST")
+        }
+        let args = try parseChangesArgs(ctx, db)
+        let startSince: Int = db.withLock { args.since ?? db.updateSeq }
+        let etag = "\"\(Crypto.opaqueToken(db.name + "#" + String(db.withLock { db.updateSeq })))\""
+        switch args.feed {
+        case "normal":
+            let batch = db.withLock { collectChanges(db, since: startSince, args: args, limit: args.limit) }
+            return Reply.text(200, changesBody(db, batch), headers: [("ETag", etag)])
+        case "longpoll":
+            let deadline = Date().addingTimeInterval(Double(args.timeout ?? 60000) / 1000)
+            var since = startSince
+            while true {
+                let (batch, timedOut): ((rows: [JSON], lastSeq: Int, pending: Int), Bool) = db.withLock {
+                    var batch = collectChanges(db, since: since, args: args, limit: args.limit)
+                    while batch.rows.isEmpty, !db.isDeleted, !isClosed, Date() < deadline {
+                        let seen = db.updateSeq
+                        while db.updateSeq == seen, !db.isDeleted, !isClosed, Date() < deadline {
+                            _ = db.cond.wait(until: deadline)
+                        }
+                        batch = collectChanges(db, since: since, args: args, limit: args.limit)
+                    }
+                    return (batch, Date() >= deadline)
+                }
+                if !batch.rows.isEmpty || timedOut || db.withLock({ db.isDeleted }) || isClosed {
+                    return Reply.text(200, changesBody(db, batch))
+                }
+                since = batch.lastSeq
+            }
+        default:
+            return continuousFeed(db, args: args, since: startSince)
+        }
+    }
+
+    private func changesBody(_ db: Database, _ batch: (rows: [JSON], lastSeq: Int, pending: Int)) -> String {
+        var text = "{\"results\":[\n"
+        text += batch.rows.map(\.serialized).joined(separator: ",\n")
+        if !batch.rows.isEmpty { text += "\n" }
+        text += "],\n\"last_seq\":" + JSON.string(SequenceToken.encode(batch.lastSeq, db: db.name)).serialized
+        text += ",\"pending\":\(batch.pending)}\n"
+        return text
+    }
+
+    /// `feed=continuous` and `feed=eventsource`: streamed; waits for writes without holding any lock.
+    private func continuousFeed(_ db: Database, args: ChangesArgs, since start: Int) -> ServerResponse {
+        let eventSource = args.feed == "eventsource"
+        var response = ServerResponse(status: 200)
+        response.headers.add("Content-Type", eventSource ? "text/event-stream" : "application/json")
+        response.headers.add("Cache-Control", eventSource ? "no-cache" : "must-revalidate")
+        let engine = self
+        response.body = .stream { writer in
+            var since = start
+            var remaining = args.limit
+            let timeout = Double(args.timeout ?? 60000) / 1000
+            var deadline = Date().addingTimeInterval(timeout)
+            func format(_ row: JSON) -> String {
+                if eventSource {
+                    let seq = row["seq"] ?? .null
+                    return "data: \(row.serialized)\nid: \(seq.serialized)\n\n"
+                }
+                return row.serialized + "\n"
+            }
+            while true {
+                let batch = db.withLock { engine.collectChanges(db, since: since, args: args, limit: remaining) }
+                for row in batch.rows {
+                    if !writer.write(Data(format(row).utf8)) { return }
+                }
+                if !batch.rows.isEmpty { deadline = Date().addingTimeInterval(timeout) }
+                since = batch.lastSeq
+                if let r = remaining {
+                    remaining = r - batch.rows.count
+                    if remaining! <= 0 {
+                        if !eventSource {
+                            let last: JSON = .object([
+                                ("last_seq", .string(SequenceToken.encode(since, db: db.name))), ("pending", .int(Int64(batch.pending))),
+                            ])
+                            writer.write(Data((last.serialized + "\n").utf8))
+                        }
+                        return
+                    }
+                }
+                // Wait for a write, a heartbeat or the timeout; the database lock is released while waiting.
+                let wakeAt: Date = args.heartbeat.map { Date().addingTimeInterval(Double($0) / 1000) } ?? deadline
+                let (changed, stop): (Bool, Bool) = db.withLock {
+                    let seen = db.updateSeq
+                    while db.updateSeq == seen, !db.isDeleted, !engine.isClosed, Date() < wakeAt {
+                        _ = db.cond.wait(until: wakeAt)
+                    }
+                    return (db.updateSeq != seen, db.isDeleted || engine.isClosed)
+                }
+                if stop { return }
+                if changed { continue }
+                if args.heartbeat != nil {
+                    let beat = eventSource ? "event: heartbeat\ndata: \n\n" : "\n"
+                    if !writer.write(Data(beat.utf8)) { return }
+                    continue
+                }
+                // Timed out without a heartbeat: the feed ends.
+                if !eventSource {
+                    let last: JSON = .object([
+                        ("last_seq", .string(SequenceToken.encode(since, db: db.name))), ("pending", 0),
+                    ])
+                    writer.write(Data((last.serialized + "\n\n").utf8))
+                }
+                return
+            }
+        }
+        return response
+    }
+}

@@ -1,0 +1,363 @@
+import CouchQuery
+import Foundation
+
+/// What a document update says about one attachment.
+enum AttachmentInput {
+    /// `{"stub": true}`: keep the attachment of that name from the revision being edited.
+    case stub(name: String, revpos: Int?, digest: String?)
+    /// New bytes (inline base64 or a standalone upload).
+    case data(name: String, contentType: String, data: Data)
+    /// An attachment carried over unchanged (standalone PUT/DELETE of another attachment).
+    case keep(Attachment)
+}
+
+/// One database: documents with revision trees, the by-sequence index, `_local` docs, `_security`.
+///
+/// All state is guarded by `cond` (an `NSCondition` used as the database's lock). Writers broadcast on
+/// it after each committed change so that `longpoll`/`continuous` feeds wake up; they wait without
+/// holding it otherwise.
+final class Database: @unchecked Sendable {
+    // Safe: every mutable member below is only touched while `cond` is locked.
+    let name: String
+    let instanceStartTime: Int
+    let partitioned: Bool
+    let q: Int
+    let n: Int
+    let cond = NSCondition()
+
+    var docs: [String: DocEntry] = [:]
+    private var sortedIDCache: [String]?
+    /// (seq, id) for every change, in order; entries whose seq is no longer the doc's latest are skipped.
+    private var seqLog: [(seq: Int, id: String)] = []
+    private(set) var updateSeq = 0
+    private(set) var purgeSeq = 0
+    var revsLimit = 1000
+    var purgedInfosLimit = 1000
+    var local: [String: LocalDoc] = [:]
+    var security: JSON
+    private(set) var docCount = 0
+    private(set) var delCount = 0
+    /// Set once the database is deleted: waiting feeds stop.
+    var isDeleted = false
+    var log: DatabaseLog?
+    private var loggedBlobs = Set<String>()
+    private(set) var externalSize = 0
+
+    static let defaultSecurity: JSON = ["members": ["roles": ["_admin"]], "admins": ["roles": ["_admin"]]]
+
+    init(name: String, instanceStartTime: Int, partitioned: Bool, q: Int, n: Int, security: JSON = Database.defaultSecurity) {
+        self.name = name
+        self.instanceStartTime = instanceStartTime
+        self.partitioned = partitioned
+        self.q = q
+        self.n = n
+        self.security = security
+    }
+
+    /// Runs `body` with the database locked.
+    func withLock<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        cond.lock()
+        defer { cond.unlock() }
+        return try body()
+    }
+
+    // MARK: - Reading (lock held)
+
+    /// Document ids in raw code-point order (live and deleted).
+    var sortedIDs: [String] {
+        if let cache = sortedIDCache { return cache }
+        let ids = docs.keys.sorted(by: idLess)
+        sortedIDCache = ids
+        return ids
+    }
+
+    /// Documents changed after `since`, in sequence order (each document once, at its latest change).
+    func changedDocs(since: Int) -> [DocEntry] {
+        var lo = 0, hi = seqLog.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if seqLog[mid].seq <= since { lo = mid + 1 } else { hi = mid }
+        }
+        var out: [DocEntry] = []
+        for i in lo..<seqLog.count {
+            let (seq, id) = seqLog[i]
+            if let doc = docs[id], doc.seq == seq { out.append(doc) }
+        }
+        return out
+    }
+
+    /// How many documents changed after `since` (CouchDB's `count_changes_since`).
+    func countChanges(since: Int) -> Int { changedDocs(since: since).count }
+
+    /// Which of the q simulated shards holds a document (CouchDB hashes the id, or the partition, with CRC-32).
+    func shard(of id: String) -> Int {
+        var key = id
+        if partitioned, !id.hasPrefix("_design/"), let colon = id.firstIndex(of: ":") {
+            key = String(id[..<colon])
+        }
+        let crc = UInt64(Crypto.crc32(Data(key.utf8)))
+        let width = (UInt64(1) << 32) / UInt64(max(q, 1))
+        return Int(min(crc / width, UInt64(max(q, 1) - 1)))
+    }
+
+    var activeSize: Int { externalSize + docs.count * 60 }
+
+    // MARK: - Committing (lock held)
+
+    private func countState(_ entry: DocEntry?) -> (live: Int, deleted: Int) {
+        guard let entry, let winner = entry.winner else { return (0, 0) }
+        return winner.deleted ? (0, 1) : (1, 0)
+    }
+
+    /// Applies new revision nodes to a document at sequence `seq` (used by commits and by log replay).
+    func apply(id: String, nodes: [RevNode], seq: Int, blobs: [String: Data] = [:]) {
+        let before = docs[id]
+        var entry = before ?? DocEntry(id: id)
+        for node in nodes {
+            entry.nodes[node.rev] = node
+            if let body = node.body { externalSize += body.serialized.utf8.count }
+        }
+        if entry.nodes.count > revsLimit * 2 { entry.stem(limit: revsLimit) }
+        entry.seq = seq
+        docs[id] = entry
+        if before == nil { sortedIDCache = nil }
+        let a = countState(before), b = countState(entry)
+        docCount += b.live - a.live
+        delCount += b.deleted - a.deleted
+        updateSeq = max(updateSeq, seq)
+        seqLog.append((seq, id))
+        if seqLog.count > 1000, seqLog.count > docs.count * 3 {
+            seqLog = seqLog.filter { docs[$0.id]?.seq == $0.seq }
+        }
+    }
+
+    /// Commits new nodes for a document: a new sequence, durable log record, wake-up of feeds.
+    func commit(id: String, nodes: [RevNode]) throws(CouchError) {
+        let seq = updateSeq + 1
+        if let log {
+            var records: [JSON] = []
+            for node in nodes {
+                for att in node.atts where !loggedBlobs.contains(att.digest) {
+                    records.append(["op": "blob", "d": .string(att.digest), "b": .string(att.data.base64EncodedString())])
+                    loggedBlobs.insert(att.digest)
+                }
+            }
+            records.append(["op": "doc", "id": .string(id), "seq": .int(Int64(seq)), "add": .array(nodes.map(Database.encode))])
+            try log.append(records)
+        }
+        apply(id: id, nodes: nodes, seq: seq)
+        cond.broadcast()
+    }
+
+    static func encode(_ node: RevNode) -> JSON {
+        .object([
+            ("r", .string(node.rev)), ("p", node.parent.map(JSON.string) ?? .null), ("d", .bool(node.deleted)),
+            ("b", node.body ?? .null),
+            (
+                "a",
+                .array(
+                    node.atts.map {
+                        ["n": .string($0.name), "ct": .string($0.contentType), "dg": .string($0.digest), "rp": .int(Int64($0.revpos))]
+                    })
+            ),
+        ])
+    }
+
+    static func decode(_ json: JSON, blobs: [String: Data]) -> RevNode? {
+        guard let rev = json["r"]?.stringValue, let (pos, hash) = parseRev(rev) else { return nil }
+        let atts: [Attachment] = (json["a"]?.arrayValue ?? []).compactMap { a in
+            guard let name = a["n"]?.stringValue, let digest = a["dg"]?.stringValue else { return nil }
+            return Attachment(
+                name: name, contentType: a["ct"]?.stringValue ?? "application/octet-stream", digest: digest,
+                revpos: Int(a["rp"]?.intValue ?? 1), data: blobs[digest] ?? Data())
+        }
+        let body = json["b"].flatMap { $0.isNull ? nil : $0 }
+        return RevNode(pos: pos, hash: hash, parent: json["p"]?.stringValue, deleted: json["d"]?.boolValue ?? false,
+                       body: body, atts: atts)
+    }
+
+    func noteBlobLogged(_ digest: String) { loggedBlobs.insert(digest) }
+
+    // MARK: - Updates (lock held)
+
+    private func resolveAttachments(_ inputs: [AttachmentInput], parent: RevNode?, entry: DocEntry?, newPos: Int)
+        throws(CouchError) -> [Attachment]
+    {
+        var out: [Attachment] = []
+        for input in inputs {
+            switch input {
+            case .keep(let att):
+                out.append(att)
+            case .data(let name, let contentType, let data):
+                out.append(Attachment(name: name, contentType: contentType, digest: Attachment.digest(of: data),
+                                      revpos: newPos, data: data))
+            case .stub(let name, let revpos, let digest):
+                if let att = parent?.atts.first(where: { $0.name == name }) {
+                    out.append(att)
+                } else if let att = entry?.nodes.values.lazy.flatMap(\.atts).first(where: {
+                    $0.name == name && (digest == nil || $0.digest == digest) && (revpos == nil || $0.revpos == revpos)
+                }) {
+                    out.append(att)
+                } else {
+                    throw CouchError(412, "missing_stub", "Invalid attachment stub in \(entry?.id ?? "") for \(name)")
+                }
+            }
+        }
+        return out
+    }
+
+    /// An interactive edit (`new_edits=true`): checks the base revision, creates the next one.
+    /// Returns the new revision.
+    @discardableResult
+    func updateInteractive(id: String, baseRev: String?, deleted: Bool, body: JSON, attachments: [AttachmentInput])
+        throws(CouchError) -> String
+    {
+        let entry = docs[id]
+        var parent: RevNode?
+        if let baseRev {
+            guard let entry, let node = entry.nodes[baseRev], entry.isLeaf(baseRev) else { throw CouchError.conflict }
+            parent = node
+        } else if let entry, let winner = entry.winner {
+            guard winner.deleted else { throw CouchError.conflict }
+            parent = winner
+        }
+        let pos = (parent?.pos ?? 0) + 1
+        let atts = try resolveAttachments(attachments, parent: parent, entry: entry, newPos: pos)
+        let hash = newRevHash(deleted: deleted, parent: parent?.rev, body: body, atts: atts)
+        let node = RevNode(pos: pos, hash: hash, parent: parent?.rev, deleted: deleted, body: body, atts: atts)
+        if entry?.nodes[node.rev] != nil { throw CouchError.conflict }
+        try commit(id: id, nodes: [node])
+        return node.rev
+    }
+
+    /// A replicated write (`new_edits=false`): merges the given revision path into the tree as is.
+    func updateReplicated(id: String, revs: [String], deleted: Bool, body: JSON, attachments: [AttachmentInput])
+        throws(CouchError)
+    {
+        guard let leafRev = revs.first, let (leafPos, leafHash) = parseRev(leafRev) else {
+            throw CouchError.badRequest("Invalid rev format")
+        }
+        let entry = docs[id]
+        if entry?.nodes[leafRev] != nil { return }
+        var newNodes: [RevNode] = []
+        var existingParent: RevNode?
+        for (i, rev) in revs.enumerated() {
+            if let existing = entry?.nodes[rev] {
+                existingParent = existing
+                break
+            }
+            guard let (pos, hash) = parseRev(rev) else { throw CouchError.badRequest("Invalid rev format") }
+            let parentRev = i + 1 < revs.count ? revs[i + 1] : nil
+            newNodes.append(RevNode(pos: pos, hash: hash, parent: parentRev, deleted: false, body: nil, atts: []))
+        }
+        if var last = newNodes.last, last.parent != nil, existingParent == nil {
+            // The oldest revision we were told about has a parent we do not know: a stemmed branch.
+            if entry?.nodes[last.parent!] == nil {
+                last.parent = nil
+                newNodes[newNodes.count - 1] = last
+            }
+        }
+        let atts = try resolveAttachments(attachments, parent: existingParent, entry: entry, newPos: leafPos)
+        newNodes[0] = RevNode(pos: leafPos, hash: leafHash, parent: newNodes[0].parent, deleted: deleted, body: body,
+                              atts: atts)
+        try commit(id: id, nodes: newNodes)
+    }
+
+    /// Removes leaf revisions (and ancestors no other leaf needs). Returns the revisions purged.
+    func purge(id: String, revs: [String]) throws(CouchError) -> [String] {
+        guard let entry = docs[id] else { return [] }
+        let leafRevs = Set(entry.leaves.map(\.rev))
+        let purged = revs.filter { leafRevs.contains($0) }
+        if purged.isEmpty { return [] }
+        if let log {
+            try log.append([["op": "purge", "id": .string(id), "revs": .array(purged.map(JSON.string))]])
+        }
+        applyPurge(id: id, revs: purged)
+        cond.broadcast()
+        return purged
+    }
+
+    func applyPurge(id: String, revs: [String]) {
+        guard let before = docs[id] else { return }
+        var entry = before
+        let remainingLeaves = entry.leaves.filter { !revs.contains($0.rev) }
+        var keep = Set<String>()
+        for leaf in remainingLeaves { for node in entry.path(to: leaf.rev) { keep.insert(node.rev) } }
+        for key in entry.nodes.keys where !keep.contains(key) { entry.nodes.removeValue(forKey: key) }
+        purgeSeq += 1
+        updateSeq += 1
+        let a = countState(before)
+        if entry.nodes.isEmpty {
+            docs.removeValue(forKey: id)
+            sortedIDCache = nil
+            docCount -= a.live
+            delCount -= a.deleted
+        } else {
+            entry.seq = updateSeq
+            docs[id] = entry
+            seqLog.append((updateSeq, id))
+            let b = countState(entry)
+            docCount += b.live - a.live
+            delCount += b.deleted - a.deleted
+        }
+    }
+
+    // MARK: - Local documents and metadata (lock held)
+
+    func putLocal(id: String, doc: LocalDoc?) throws(CouchError) {
+        if let log {
+            if let doc {
+                try log.append([["op": "local", "id": .string(id), "rev": .int(Int64(doc.rev)), "b": doc.body]])
+            } else {
+                try log.append([["op": "localdel", "id": .string(id)]])
+            }
+        }
+        local[id] = doc
+    }
+
+    func setSecurity(_ value: JSON) throws(CouchError) {
+        if let log { try log.append([["op": "sec", "v": value]]) }
+        security = value
+    }
+
+    func setRevsLimit(_ value: Int) throws(CouchError) {
+        if let log { try log.append([["op": "revs_limit", "v": .int(Int64(value))]]) }
+        revsLimit = value
+    }
+
+    func setPurgedInfosLimit(_ value: Int) throws(CouchError) {
+        if let log { try log.append([["op": "purged_infos_limit", "v": .int(Int64(value))]]) }
+        purgedInfosLimit = value
+    }
+
+    /// Replays one log record.
+    func replay(_ record: JSON, blobs: inout [String: Data]) {
+        switch record["op"]?.stringValue {
+        case "blob":
+            if let d = record["d"]?.stringValue, let b = record["b"]?.stringValue, let data = Data(base64Encoded: b) {
+                blobs[d] = data
+                loggedBlobs.insert(d)
+            }
+        case "doc":
+            guard let id = record["id"]?.stringValue, let seq = record["seq"]?.intValue else { return }
+            let nodes = (record["add"]?.arrayValue ?? []).compactMap { Database.decode($0, blobs: blobs) }
+            apply(id: id, nodes: nodes, seq: Int(seq))
+        case "purge":
+            guard let id = record["id"]?.stringValue else { return }
+            applyPurge(id: id, revs: (record["revs"]?.arrayValue ?? []).compactMap(\.stringValue))
+        case "local":
+            guard let id = record["id"]?.stringValue, let rev = record["rev"]?.intValue else { return }
+            local[id] = LocalDoc(rev: Int(rev), body: record["b"] ?? [:])
+        case "localdel":
+            if let id = record["id"]?.stringValue { local[id] = nil }
+        case "sec":
+            if let v = record["v"] { security = v }
+        case "revs_limit":
+            if let v = record["v"]?.intValue { revsLimit = Int(v) }
+        case "purged_infos_limit":
+            if let v = record["v"]?.intValue { purgedInfosLimit = Int(v) }
+        default:
+            break
+        }
+    }
+}

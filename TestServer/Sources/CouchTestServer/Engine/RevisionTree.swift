@@ -1,0 +1,133 @@
+import CouchQuery
+import Foundation
+
+/// One attachment as stored with a revision. The bytes are kept whole and binary safe.
+struct Attachment: Sendable {
+    var name: String
+    var contentType: String
+    /// `md5-<base64 of the MD5 of the bytes>`.
+    var digest: String
+    /// The revision generation that added this version of the attachment.
+    var revpos: Int
+    var data: Data
+
+    var length: Int { data.count }
+
+    static func digest(of data: Data) -> String { "md5-" + Crypto.md5(data).base64EncodedString() }
+
+    /// Whether CouchDB stores this content type gzip-compressed (`[attachments] compressible_types`).
+    var isCompressible: Bool {
+        let base = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        return base.hasPrefix("text/") || base == "application/javascript" || base == "application/json"
+            || base == "application/xml"
+    }
+}
+
+/// One revision in a document's revision tree.
+struct RevNode: Sendable {
+    var pos: Int
+    var hash: String
+    /// The parent revision (`N-hash`), nil for a root (or a stemmed branch start).
+    var parent: String?
+    var deleted: Bool
+    /// The document's own members (no `_id`, `_rev`, `_attachments`, `_deleted`); nil when only the
+    /// revision id is known (ancestors received through replication, or purged bodies).
+    var body: JSON?
+    var atts: [Attachment]
+
+    var rev: String { "\(pos)-\(hash)" }
+}
+
+/// Splits `N-hash` into its parts.
+func parseRev(_ rev: String) -> (pos: Int, hash: String)? {
+    guard let dash = rev.firstIndex(of: "-") else { return nil }
+    guard let pos = Int(rev[rev.startIndex..<dash]), pos >= 0 else { return nil }
+    let hash = String(rev[rev.index(after: dash)...])
+    return (pos, hash)
+}
+
+/// A document: its revision tree and the sequence of its latest change.
+struct DocEntry: Sendable {
+    var id: String
+    var nodes: [String: RevNode] = [:]
+    /// The update sequence of the latest change to this document.
+    var seq: Int = 0
+
+    init(id: String) { self.id = id }
+
+    /// Revisions nothing else descends from.
+    var leaves: [RevNode] {
+        var parents = Set<String>()
+        for node in nodes.values { if let p = node.parent { parents.insert(p) } }
+        return nodes.values.filter { !parents.contains($0.rev) }
+    }
+
+    /// Leaves in CouchDB's winning order: live before deleted, then longer paths, then larger hashes.
+    var sortedLeaves: [RevNode] {
+        leaves.sorted { a, b in
+            if a.deleted != b.deleted { return !a.deleted }
+            if a.pos != b.pos { return a.pos > b.pos }
+            return a.hash > b.hash
+        }
+    }
+
+    var winner: RevNode? { sortedLeaves.first }
+
+    var isDeleted: Bool { winner?.deleted ?? true }
+
+    /// Live leaves other than the winner (`_conflicts`).
+    var conflicts: [String] {
+        Array(sortedLeaves.dropFirst().filter { !$0.deleted }.map(\.rev))
+    }
+
+    /// Deleted leaves other than the winner (`_deleted_conflicts`).
+    var deletedConflicts: [String] {
+        Array(sortedLeaves.dropFirst().filter { $0.deleted }.map(\.rev))
+    }
+
+    func isLeaf(_ rev: String) -> Bool {
+        guard nodes[rev] != nil else { return false }
+        return !nodes.values.contains { $0.parent == rev }
+    }
+
+    /// The revision and its ancestors, newest first, as far as the tree knows them.
+    func path(to rev: String) -> [RevNode] {
+        var out: [RevNode] = []
+        var current = nodes[rev]
+        var seen = Set<String>()
+        while let node = current, !seen.contains(node.rev) {
+            seen.insert(node.rev)
+            out.append(node)
+            current = node.parent.flatMap { nodes[$0] }
+        }
+        return out
+    }
+
+    /// Removes revisions whose generation is more than `limit` below their leaf on every branch (revs_limit).
+    mutating func stem(limit: Int) {
+        guard limit > 0 else { return }
+        var keep = Set<String>()
+        for leaf in leaves {
+            for node in path(to: leaf.rev).prefix(limit) { keep.insert(node.rev) }
+        }
+        if keep.count == nodes.count { return }
+        for key in nodes.keys where !keep.contains(key) { nodes.removeValue(forKey: key) }
+        for (key, node) in nodes where node.parent.map({ nodes[$0] == nil }) ?? false {
+            nodes[key]?.parent = nil
+        }
+    }
+}
+
+/// A `_local` document: no revision tree, a counter rev `0-N`.
+struct LocalDoc: Sendable {
+    var rev: Int
+    var body: JSON
+}
+
+/// Computes a deterministic revision hash from what CouchDB hashes too (deleted flag, parent, body, attachments).
+func newRevHash(deleted: Bool, parent: String?, body: JSON, atts: [Attachment]) -> String {
+    var text = deleted ? "1" : "0"
+    text += "|" + (parent ?? "") + "|" + body.serialized
+    for att in atts { text += "|" + att.name + ":" + att.contentType + ":" + att.digest }
+    return Crypto.hex(Crypto.md5(Data(text.utf8)))
+}

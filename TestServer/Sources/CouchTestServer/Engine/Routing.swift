@@ -1,0 +1,294 @@
+import CouchQuery
+import Foundation
+
+extension CouchEngine {
+    /// Dispatches a request by its path.
+    func route(_ ctx: RequestContext) throws(CouchError) -> ServerResponse {
+        let segments = ctx.segments
+        guard let first = segments.first else { return try welcome(ctx) }
+        if first.hasPrefix("_"), first != "_users", first != "_replicator" {
+            return try serverEndpoint(first, ctx)
+        }
+        return try databaseEndpoint(ctx)
+    }
+
+    private func requireMethods(_ ctx: RequestContext, _ allowed: String) throws(CouchError) {
+        let methods = allowed.split(separator: ",").map(String.init)
+        if !methods.contains(ctx.method) { throw CouchError.methodNotAllowed(allowed) }
+    }
+
+    // MARK: - Server endpoints
+
+    private func welcome(_ ctx: RequestContext) throws(CouchError) -> ServerResponse {
+        try requireMethods(ctx, "GET,HEAD")
+        return Reply.json(200, [
+            "couchdb": "Welcome", "version": "3.5.0", "git_sha": "11f0d36", "uuid": .string(serverUUID),
+            "features": ["quickjs", "access-ready", "partitioned", "pluggable-storage-engines", "reshard", "scheduler"],
+            "vendor": ["name": "The Apache Software Foundation"],
+        ])
+    }
+
+    private func serverEndpoint(_ name: String, _ ctx: RequestContext) throws(CouchError) -> ServerResponse {
+        let request = ctx.request
+        switch name {
+        case "_up":
+            try requireMethods(ctx, "GET,HEAD")
+            return Reply.json(200, ["status": "ok", "seeds": [:]])
+        case "_uuids":
+            try requireMethods(ctx, "GET,HEAD")
+            var count = 1
+            if let c = request.queryValue("count") {
+                guard let n = Int(c), n > 0 else { throw CouchError.badRequest("count must be a positive integer") }
+                guard n <= 1000 else { throw CouchError.badRequest("count parameter too large") }
+                count = n
+            }
+            let list = (0..<count).map { _ in JSON.string(uuids.next()) }
+            return Reply.json(200, ["uuids": .array(list)],
+                              headers: [("ETag", "\"\(Crypto.opaqueToken(list.description))\"")], cache: "no-cache")
+        case "_session":
+            return try handleSession(ctx)
+        case "_all_dbs":
+            try requireServerAdmin(ctx.user)
+            try requireMethods(ctx, "GET,HEAD")
+            let names = try selectDatabaseNames(request)
+            let body = JSON.array(names.map(JSON.string))
+            return Reply.json(200, body, headers: [("ETag", "\"\(Crypto.opaqueToken(body.serialized))\"")])
+        case "_dbs_info":
+            try requireServerAdmin(ctx.user)
+            return try dbsInfo(ctx)
+        case "_active_tasks":
+            try requireServerAdmin(ctx.user)
+            try requireMethods(ctx, "GET,HEAD")
+            return Reply.json(200, [])
+        case "_membership":
+            try requireServerAdmin(ctx.user)
+            try requireMethods(ctx, "GET,HEAD")
+            return Reply.json(200, ["all_nodes": ["couchdb@127.0.0.1"], "cluster_nodes": ["couchdb@127.0.0.1"]])
+        case "_scheduler":
+            try requireServerAdmin(ctx.user)
+            try requireMethods(ctx, "GET,HEAD")
+            switch ctx.segments.dropFirst().first {
+            case "jobs": return Reply.json(200, ["total_rows": 0, "offset": 0, "jobs": []])
+            case "docs": return Reply.json(200, ["total_rows": 0, "offset": 0, "docs": []])
+            default: throw CouchError.notFound("missing")
+            }
+        case "_replicate":
+            if ctx.user.isAnonymous { throw CouchError.notServerAdmin }
+            return try replicate(ctx)
+        case "_node":
+            try requireServerAdmin(ctx.user)
+            return Reply.json(200, ["name": "couchdb@127.0.0.1"])
+        default:
+            try requireServerAdmin(ctx.user)
+            throw CouchError.dbNotFound
+        }
+    }
+
+    /// Applies `_all_dbs` style range parameters to the sorted database names.
+    private func selectDatabaseNames(_ request: ServerRequest) throws(CouchError) -> [String] {
+        var names = allDatabaseNames()
+        let descending = request.flag("descending")
+        if descending { names.reverse() }
+        var start = try request.jsonQuery("start_key")?.stringValue
+        if start == nil { start = try request.jsonQuery("startkey")?.stringValue }
+        var end = try request.jsonQuery("end_key")?.stringValue
+        if end == nil { end = try request.jsonQuery("endkey")?.stringValue }
+        let inclusiveEnd = request.flag("inclusive_end", default: true)
+        names = names.filter { name in
+            let c = { (a: String, b: String) in Collation.compareRaw(a, b) * (descending ? -1 : 1) }
+            if let start, c(name, start) < 0 { return false }
+            if let end {
+                let e = c(name, end)
+                if e > 0 || (e == 0 && !inclusiveEnd) { return false }
+            }
+            return true
+        }
+        let skip = try request.intQuery("skip") ?? 0
+        names = Array(names.dropFirst(max(skip, 0)))
+        if let limit = try request.intQuery("limit") { names = Array(names.prefix(max(limit, 0))) }
+        return names
+    }
+
+    private func dbsInfo(_ ctx: RequestContext) throws(CouchError) -> ServerResponse {
+        let request = ctx.request
+        switch ctx.method {
+        case "GET", "HEAD":
+            let names = try selectDatabaseNames(request)
+            let rows: [JSON] = names.compactMap { name in
+                guard let db = database(named: name) else { return nil }
+                return .object([("key", .string(name)), ("info", databaseInfo(db))])
+            }
+            let body = JSON.array(rows)
+            return Reply.json(200, body, headers: [("ETag", "\"\(Crypto.opaqueToken(names.description))\"")])
+        case "POST":
+            guard request.contentTypeIsJSON else { throw CouchError.badContentType }
+            let body = try request.jsonObjectBody()
+            guard let keys = body["keys"]?.arrayValue else { throw CouchError.badRequest("`keys` member must exist.") }
+            let rows: [JSON] = keys.map { key in
+                if let name = key.stringValue, let db = database(named: name) {
+                    return .object([("key", key), ("info", databaseInfo(db))])
+                }
+                return .object([("key", key), ("error", "not_found")])
+            }
+            return Reply.json(200, .array(rows))
+        default:
+            throw CouchError.methodNotAllowed("GET,HEAD,POST")
+        }
+    }
+
+    // MARK: - Database endpoints
+
+    private func databaseEndpoint(_ ctx: RequestContext) throws(CouchError) -> ServerResponse {
+        let segments = ctx.segments
+        let dbName = segments[0]
+        if segments.count == 1 {
+            switch ctx.method {
+            case "PUT":
+                try requireServerAdmin(ctx.user)
+                return try createDatabaseEndpoint(ctx, name: dbName)
+            case "DELETE":
+                try requireServerAdmin(ctx.user)
+                if ctx.request.queryValue("rev") != nil {
+                    throw CouchError.badRequest(
+                        "You tried to DELETE a database with a ?=rev parameter. Did you mean to DELETE a document instead?")
+                }
+                guard deleteDatabase(name: dbName) else { throw CouchError.dbNotFound }
+                return Reply.json(200, Reply.ok)
+            case "GET", "HEAD":
+                let db = try openDatabase(dbName, ctx)
+                return Reply.json(200, databaseInfo(db))
+            case "POST":
+                let db = try openDatabase(dbName, ctx)
+                return try postDocument(ctx, db)
+            default:
+                throw CouchError.methodNotAllowed("DELETE,GET,HEAD,POST,PUT")
+            }
+        }
+        // System databases: _users and _replicator listings are admin-only.
+        if dbName == "_users" || dbName == "_replicator", segments[1] == "_all_docs" || segments[1] == "_changes" {
+            try requireServerAdmin(ctx.user)
+        }
+        let db = try openDatabase(dbName, ctx)
+        let second = segments[1]
+        switch second {
+        case "_all_docs": return try allDocs(ctx, db, rest: Array(segments.dropFirst(2)))
+        case "_design_docs": return try designDocs(ctx, db)
+        case "_local_docs": return try localDocs(ctx, db)
+        case "_bulk_docs": return try bulkDocs(ctx, db)
+        case "_bulk_get": return try bulkGet(ctx, db)
+        case "_changes": return try changes(ctx, db)
+        case "_revs_diff": return try revsDiff(ctx, db)
+        case "_missing_revs": return try missingRevs(ctx, db)
+        case "_purge": return try purge(ctx, db)
+        case "_purged_infos_limit": return try purgedInfosLimit(ctx, db)
+        case "_purged_infos": return try purgedInfos(ctx, db)
+        case "_revs_limit": return try revsLimit(ctx, db)
+        case "_security": return try security(ctx, db)
+        case "_compact": return try compact(ctx, db)
+        case "_view_cleanup": return try viewCleanup(ctx, db)
+        case "_ensure_full_commit": return try ensureFullCommit(ctx, db)
+        case "_find": return try mangoFind(ctx, db, partition: nil)
+        case "_explain": return try mangoExplain(ctx, db, partition: nil)
+        case "_index": return try mangoIndex(ctx, db)
+        case "_partition": return try partitionEndpoint(ctx, db)
+        case "_shards": return Reply.json(200, ["shards": [:]])
+        case "_design":
+            guard segments.count >= 3 else { throw CouchError.notFound("missing") }
+            let ddocID = "_design/" + segments[2]
+            if segments.count == 3 { return try documentEndpoint(ctx, db, id: ddocID) }
+            return try designEndpoint(ctx, db, ddocID: ddocID, rest: Array(segments.dropFirst(3)))
+        case "_local":
+            guard segments.count >= 3 else { throw CouchError.notFound("missing") }
+            let id = "_local/" + segments.dropFirst(2).joined(separator: "/")
+            return try localDocumentEndpoint(ctx, db, id: id)
+        default:
+            if second.hasPrefix("_local/") { return try localDocumentEndpoint(ctx, db, id: second) }
+            if segments.count == 2 { return try documentEndpoint(ctx, db, id: second) }
+            return try attachmentEndpoint(ctx, db, docID: second, name: segments.dropFirst(2).joined(separator: "/"))
+        }
+    }
+
+    /// Opens a database and checks that the user may read it.
+    func openDatabase(_ name: String, _ ctx: RequestContext) throws(CouchError) -> Database {
+        guard let db = database(named: name) else { throw CouchError.dbNotFound }
+        try checkMember(db, ctx.user)
+        return db
+    }
+
+    private func createDatabaseEndpoint(_ ctx: RequestContext, name: String) throws(CouchError) -> ServerResponse {
+        try validateDatabaseName(name)
+        let request = ctx.request
+        let partitioned = request.flag("partitioned")
+        let q = Int(request.queryValue("q") ?? "") ?? 2
+        let n = Int(request.queryValue("n") ?? "") ?? 1
+        guard q > 0 else { throw CouchError.badRequest("`q` must be a positive integer") }
+        switch createDatabase(name: name, partitioned: partitioned, q: q, n: n) {
+        case .success:
+            return Reply.json(201, Reply.ok, headers: [("Location", request.baseURL + "/" + encodePathSegment(name))])
+        case .failure(let e):
+            throw e
+        }
+    }
+
+    func validateDatabaseName(_ name: String) throws(CouchError) {
+        let allowedRest = Set("abcdefghijklmnopqrstuvwxyz0123456789_$()+-/")
+        let valid: Bool
+        if let first = name.first, ("a"..."z").contains(first), name.count <= 238,
+            name.dropFirst().allSatisfy({ allowedRest.contains($0) })
+        {
+            valid = true
+        } else {
+            valid = false
+        }
+        if !valid {
+            throw CouchError(
+                400, "illegal_database_name",
+                "Name: '\(name)'. Only lowercase characters (a-z), digits (0-9), and any of the characters _, $, (, ), +, -, and / are allowed. Must begin with a letter."
+            )
+        }
+    }
+
+    /// The body of `GET /db`.
+    func databaseInfo(_ db: Database) -> JSON {
+        db.withLock {
+            let props: JSON = db.partitioned ? ["partitioned": true] : [:]
+            let external = db.externalSize
+            return .object([
+                ("instance_start_time", .string(String(db.instanceStartTime))),
+                ("db_name", .string(db.name)),
+                ("purge_seq", .string(SequenceToken.encode(db.purgeSeq, db: db.name, purge: true))),
+                ("update_seq", .string(SequenceToken.encode(db.updateSeq, db: db.name))),
+                ("sizes", ["file": .int(Int64(16700 + external * 2)), "external": .int(Int64(external)), "active": .int(Int64(db.docCount == 0 && db.delCount == 0 ? 0 : db.activeSize))]),
+                ("props", props),
+                ("doc_del_count", .int(Int64(db.delCount))),
+                ("doc_count", .int(Int64(db.docCount))),
+                ("disk_format_version", 8),
+                ("compact_running", false),
+                ("cluster", ["q": .int(Int64(db.q)), "n": .int(Int64(db.n)), "w": 1, "r": 1]),
+            ])
+        }
+    }
+}
+
+/// CouchDB's opaque clustered sequences, `N-g1AAAA…`: the number before the dash is what we use.
+enum SequenceToken {
+    static func encode(_ n: Int, db: String, purge: Bool = false) -> String {
+        var bytes = Data([0x83, 0x6c, 0x00, 0x00, 0x00, 0x01])
+        bytes.append(Crypto.md5(Data((db + (purge ? "#purge" : "")).utf8)).prefix(8))
+        var v = UInt64(n)
+        for _ in 0..<8 {
+            bytes.append(UInt8(v & 0xff))
+            v >>= 8
+        }
+        return "\(n)-g1AAAA" + Crypto.base64URL(bytes)
+    }
+
+    /// Parses a `since`-style value: `0`, an integer, `now` (nil here), or `N-opaque`.
+    static func decode(_ text: String) -> Int? {
+        if let n = Int(text), n >= 0 { return n }
+        guard let dash = text.firstIndex(of: "-"), let n = Int(text[..<dash]), n >= 0 else { return nil }
+        let rest = text[text.index(after: dash)...]
+        guard !rest.isEmpty, rest.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }) else { return nil }
+        return n
+    }
+}
