@@ -198,7 +198,8 @@ private struct SortKey {
         // Decompose (compatibility) and weigh the parts: base letters plus accents.
         let decomposed = String(scalar).decomposedStringWithCompatibilityMapping.unicodeScalars
         if decomposed.count > 1 || decomposed.first != scalar {
-            let isCompat = String(scalar).decomposedStringWithCanonicalMapping
+            let isCompat =
+                String(scalar).decomposedStringWithCanonicalMapping
                 != String(String.UnicodeScalarView(decomposed))
             for part in decomposed {
                 if part.isASCII {

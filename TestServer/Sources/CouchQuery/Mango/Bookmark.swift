@@ -83,7 +83,12 @@ enum MangoBookmark {
         case .array(let items):
             if items.isEmpty {
                 out.append(106)
-            } else if items.count < 65536, items.allSatisfy({ if case .int(let i) = $0 { return i >= 0 && i <= 255 }; return false }) {
+            } else if items.count < 65536,
+                items.allSatisfy({
+                    if case .int(let i) = $0 { return i >= 0 && i <= 255 }
+                    return false
+                })
+            {
                 out += [107, UInt8(items.count >> 8), UInt8(items.count & 0xFF)]
                 for case .int(let i) in items { out.append(UInt8(i)) }
             } else {

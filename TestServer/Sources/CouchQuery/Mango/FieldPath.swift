@@ -96,8 +96,9 @@ enum FieldPath {
 /// Constructors for the errors CouchDB's Mango code raises (`mango_error:info/2`).
 enum MangoErrors {
     static func invalidSelectorJSON(_ v: JSON) -> MangoError {
-        MangoError(status: 400, error: "invalid_selector_json",
-                   reason: "Selector must be a JSON object, not: \(ErlangFormat.w(v))")
+        MangoError(
+            status: 400, error: "invalid_selector_json",
+            reason: "Selector must be a JSON object, not: \(ErlangFormat.w(v))")
     }
     static func missingRequiredKey(_ key: String) -> MangoError {
         MangoError(status: 400, error: "missing_required_key", reason: "Missing required key: \(key)")
@@ -106,12 +107,14 @@ enum MangoErrors {
         MangoError(status: 400, error: "invalid_key", reason: "Invalid key \(key) for this request.")
     }
     static func invalidNonNegInteger(_ v: JSON) -> MangoError {
-        MangoError(status: 400, error: "invalid_non_neg_integer",
-                   reason: "\(ErlangFormat.w(v)) is not an integer greater than or equal to zero")
+        MangoError(
+            status: 400, error: "invalid_non_neg_integer",
+            reason: "\(ErlangFormat.w(v)) is not an integer greater than or equal to zero")
     }
     static func invalidPosInteger(_ v: JSON) -> MangoError {
-        MangoError(status: 400, error: "invalid_pos_integer",
-                   reason: "\(ErlangFormat.w(v)) is not an integer greater than zero")
+        MangoError(
+            status: 400, error: "invalid_pos_integer",
+            reason: "\(ErlangFormat.w(v)) is not an integer greater than zero")
     }
     static func invalidBoolean(_ v: JSON) -> MangoError {
         MangoError(status: 400, error: "invalid_boolean", reason: "Invalid boolean value: \(ErlangFormat.w(v))")
@@ -126,7 +129,8 @@ enum MangoErrors {
         MangoError(status: 400, error: "invalid_bookmark", reason: "Invalid bookmark value: \(v.serialized)")
     }
     static let noUsableIndex = MangoError(
-        status: 400, error: "no_usable_index", reason: "No index exists for this sort, try indexing by the sort fields.")
+        status: 400, error: "no_usable_index", reason: "No index exists for this sort, try indexing by the sort fields."
+    )
     static let noUsableIndexPartitioned = MangoError(
         status: 400, error: "no_usable_index",
         reason: "No partitioned index exists for this sort, try indexing by the sort fields.")

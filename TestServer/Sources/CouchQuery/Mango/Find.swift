@@ -66,14 +66,16 @@ struct FindOptions {
         if let v = take("sort") { sort = try MangoSort.parse(v) }
         if let v = take("fields") {
             guard case .array(let items) = v else {
-                throw MangoError(status: 400, error: "invalid_fields",
-                                 reason: "Fields must be an array of strings, not: \(ErlangFormat.w(v))")
+                throw MangoError(
+                    status: 400, error: "invalid_fields",
+                    reason: "Fields must be an array of strings, not: \(ErlangFormat.w(v))")
             }
             var out: [String] = []
             for item in items {
                 guard case .string(let s) = item else {
-                    throw MangoError(status: 400, error: "invalid_field",
-                                     reason: "Invalid JSON for field spec: \(ErlangFormat.w(item))")
+                    throw MangoError(
+                        status: 400, error: "invalid_field",
+                        reason: "Invalid JSON for field spec: \(ErlangFormat.w(item))")
                 }
                 out.append(s)
             }
@@ -82,14 +84,16 @@ struct FindOptions {
         let bodyPartition = take("partition")
         if let partition {
             if let bodyPartition, bodyPartition.stringValue != partition {
-                throw MangoError(status: 500, error: "unknown_error",
-                                 reason: "Unknown Error: mango_httpd :: {bad_partition,\(ErlangFormat.w(bodyPartition))}")
+                throw MangoError(
+                    status: 500, error: "unknown_error",
+                    reason: "Unknown Error: mango_httpd :: {bad_partition,\(ErlangFormat.w(bodyPartition))}")
             }
             self.partition = partition
         } else if let bodyPartition {
             guard case .string(let p) = bodyPartition else { throw MangoErrors.invalidString(bodyPartition) }
             if p.hasPrefix("_") {
-                throw MangoError(status: 400, error: "bad_request", reason: "Only reserved document ids may start with underscore.")
+                throw MangoError(
+                    status: 400, error: "bad_request", reason: "Only reserved document ids may start with underscore.")
             }
             self.partition = p
         }
@@ -103,8 +107,9 @@ struct FindOptions {
             case .string("ok"): staleOK = true
             case .string("false"), .bool(false): staleOK = false
             default:
-                throw MangoError(status: 500, error: "unknown_error",
-                                 reason: "Unknown Error: mango_opts :: {invalid_ok_or_false_value,\(ErlangFormat.w(v))}")
+                throw MangoError(
+                    status: 500, error: "unknown_error",
+                    reason: "Unknown Error: mango_opts :: {invalid_ok_or_false_value,\(ErlangFormat.w(v))}")
             }
         }
         if let v = take("update") { update = try bool(v) }
@@ -364,8 +369,9 @@ enum MangoFind {
             if !partitionedDatabase { throw MangoErrors.noUsableIndex }
             throw options.isPartitioned ? MangoErrors.noUsableIndexPartitioned : MangoErrors.noUsableIndexGlobal
         }
-        var plan = Plan(options: options, partitionedDatabase: partitionedDatabase, all: all, global: global,
-                        partitionIndexes: partitionIndexes, usable: usable, usability: usability)
+        var plan = Plan(
+            options: options, partitionedDatabase: partitionedDatabase, all: all, global: global,
+            partitionIndexes: partitionIndexes, usable: usable, usability: usability)
         var chosen = filterByUseIndex(usable, options.useIndex)
         if chosen.isEmpty {
             if options.allowFallback || (options.useIndex.isEmpty && usable.count > 1) {
@@ -375,9 +381,11 @@ enum MangoFind {
                 let reason: String
                 switch options.useIndex.count {
                 case 0: reason = "You must specify an index with the `use_index` parameter."
-                case 1: reason = "_design/\(name ?? "") specified by `use_index` could not be found or it is not suitable."
+                case 1:
+                    reason = "_design/\(name ?? "") specified by `use_index` could not be found or it is not suitable."
                 default:
-                    reason = "_design/\(name ?? ""), \(options.useIndex[1]) specified by `use_index` could not be found or it is not suitable."
+                    reason =
+                        "_design/\(name ?? ""), \(options.useIndex[1]) specified by `use_index` could not be found or it is not suitable."
                 }
                 throw MangoError(status: 400, error: "invalid_index", reason: reason)
             }
@@ -486,9 +494,10 @@ enum MangoFind {
 
     // MARK: Find
 
-    static func find(requestBody: JSON, databaseName: String, designDocuments: [JSON], documents: [MangoDocument],
-                     partition: String?, partitionedDatabase: Bool?) throws(MangoError) -> JSON
-    {
+    static func find(
+        requestBody: JSON, databaseName: String, designDocuments: [JSON], documents: [MangoDocument],
+        partition: String?, partitionedDatabase: Bool?
+    ) throws(MangoError) -> JSON {
         let started = Date()
         let options = try FindOptions(requestBody, partition: partition)
         let partitioned = partitionedDatabase ?? (partition != nil)
@@ -547,7 +556,8 @@ enum MangoFind {
         if let position {
             skip += 1
             rows = rows.filter { row in
-                let c = index.isSpecial
+                let c =
+                    index.isSpecial
                     ? Collation.compareRaw(row.id, position.key.stringValue ?? position.docID)
                     : Collation.compare(row.key, position.key)
                 if c != 0 { return descending ? c < 0 : c > 0 }
@@ -605,22 +615,29 @@ enum MangoFind {
         }
         if options.executionStats {
             let ms = (Date().timeIntervalSince(started) * 1_000_000).rounded() / 1000
-            response.append(("execution_stats", .object([
-                ("total_keys_examined", .int(Int64(keysExamined))),
-                ("total_docs_examined", .int(Int64(docsExamined))),
-                ("total_quorum_docs_examined", .int(Int64(quorumExamined))),
-                ("results_returned", .int(Int64(resultsReturned))),
-                ("execution_time_ms", .double(ms)),
-            ])))
+            response.append(
+                (
+                    "execution_stats",
+                    .object([
+                        ("total_keys_examined", .int(Int64(keysExamined))),
+                        ("total_docs_examined", .int(Int64(docsExamined))),
+                        ("total_quorum_docs_examined", .int(Int64(quorumExamined))),
+                        ("results_returned", .int(Int64(resultsReturned))),
+                        ("execution_time_ms", .double(ms)),
+                    ])
+                ))
         }
         var warnings: [String] = []
         if let first = options.useIndex.first {
             let name = first.hasPrefix("_design/") ? String(first.dropFirst(8)) : first
             if filterByUseIndex([index], options.useIndex).isEmpty {
                 if options.useIndex.count == 1 {
-                    warnings.append("_design/\(name) was not used because it does not contain a valid index for this query.")
+                    warnings.append(
+                        "_design/\(name) was not used because it does not contain a valid index for this query.")
                 } else {
-                    warnings.append("_design/\(name), \(options.useIndex[1]) was not used because it is not a valid index for this query.")
+                    warnings.append(
+                        "_design/\(name), \(options.useIndex[1]) was not used because it is not a valid index for this query."
+                    )
                 }
             }
         }
@@ -628,7 +645,9 @@ enum MangoFind {
         let scanned = docsExamined + quorumExamined
         let ratio = resultsReturned == 0 ? Double(scanned) : Double(scanned) / Double(resultsReturned)
         if ratio > 10 {
-            warnings.append("The number of documents examined is high in proportion to the number of results returned. Consider adding a more specific index to improve this.")
+            warnings.append(
+                "The number of documents examined is high in proportion to the number of results returned. Consider adding a more specific index to improve this."
+            )
         }
         if !warnings.isEmpty { response.append(("warning", .string(warnings.joined(separator: "\n")))) }
         return .object(response)
@@ -652,9 +671,10 @@ enum MangoFind {
 
     // MARK: Explain
 
-    static func explain(requestBody: JSON, databaseName: String, designDocuments: [JSON], partition: String?,
-                        partitionedDatabase: Bool?) throws(MangoError) -> JSON
-    {
+    static func explain(
+        requestBody: JSON, databaseName: String, designDocuments: [JSON], partition: String?,
+        partitionedDatabase: Bool?
+    ) throws(MangoError) -> JSON {
         let options = try FindOptions(requestBody, partition: partition)
         let partitioned = partitionedDatabase ?? (partition != nil)
         let plan = try plan(options, designDocuments: designDocuments, partitionedDatabase: partitioned, forFind: false)
@@ -683,15 +703,19 @@ enum MangoFind {
                 stable = true
                 update = false
             }
-            out.append(("mrargs", .object([
-                ("include_docs", .bool(options.r == 1 && !covering)),
-                ("view_type", "map"), ("reduce", false),
-                ("partition", options.isPartitioned ? .string(options.partition) : .null),
-                ("start_key", start), ("end_key", end),
-                ("direction", descending ? "rev" : "fwd"),
-                ("stable", .bool(stable)), ("update", .bool(update)),
-                ("conflicts", options.conflicts ? true : "undefined"),
-            ])))
+            out.append(
+                (
+                    "mrargs",
+                    .object([
+                        ("include_docs", .bool(options.r == 1 && !covering)),
+                        ("view_type", "map"), ("reduce", false),
+                        ("partition", options.isPartitioned ? .string(options.partition) : .null),
+                        ("start_key", start), ("end_key", end),
+                        ("direction", descending ? "rev" : "fwd"),
+                        ("stable", .bool(stable)), ("update", .bool(update)),
+                        ("conflicts", options.conflicts ? true : "undefined"),
+                    ])
+                ))
             out.append(("covering", .bool(covering)))
         }
         return .object(out)
@@ -703,8 +727,12 @@ enum MangoFind {
         return .object([
             ("type", "json"),
             ("indexable_fields", .array(indexable.sorted { Collation.compareRaw($0, $1) < 0 }.map(JSON.string))),
-            ("unindexable_fields", .array(all.subtracting(indexable).sorted { Collation.compareRaw($0, $1) < 0 }
-                .map(JSON.string))),
+            (
+                "unindexable_fields",
+                .array(
+                    all.subtracting(indexable).sorted { Collation.compareRaw($0, $1) < 0 }
+                        .map(JSON.string))
+            ),
         ])
     }
 
@@ -765,13 +793,17 @@ enum MangoFind {
             if let w = plan.index, same(w, idx) { continue }
             guard let usable = t.usable, let ranking = t.ranking, let reason = t.reasons.first else { continue }
             let covering: JSON = idx.type == "json" ? .bool(covers(idx, plan.options.fields)) : .null
-            out.append(.object([
-                ("index", idx.json),
-                ("analysis", .object([
-                    ("usable", .bool(usable)), ("reasons", .array([.object([("name", .string(reason))])])),
-                    ("ranking", .int(Int64(ranking))), ("covering", covering),
-                ])),
-            ]))
+            out.append(
+                .object([
+                    ("index", idx.json),
+                    (
+                        "analysis",
+                        .object([
+                            ("usable", .bool(usable)), ("reasons", .array([.object([("name", .string(reason))])])),
+                            ("ranking", .int(Int64(ranking))), ("covering", covering),
+                        ])
+                    ),
+                ]))
         }
         return out.reversed()
     }

@@ -94,15 +94,19 @@ struct MangoIndex: Sendable {
                 for (name, view) in views {
                     guard case .object(let map)? = view["map"], case .object? = view["options"] else { continue }
                     if let fields = map.last(where: { $0.0 == "fields" })?.1, fields.objectValue == nil { continue }
-                    out.append(MangoIndex(ddoc: id, name: name, type: "json", def: .object(map),
-                                          partitioned: partitioned))
+                    out.append(
+                        MangoIndex(
+                            ddoc: id, name: name, type: "json", def: .object(map),
+                            partitioned: partitioned))
                 }
             }
             if case .object(let texts)? = ddoc["indexes"] {
                 for (name, text) in texts {
                     guard case .object(let index)? = text["index"] else { continue }
-                    out.append(MangoIndex(ddoc: id, name: name, type: "text", def: .object(index),
-                                          partitioned: partitioned))
+                    out.append(
+                        MangoIndex(
+                            ddoc: id, name: name, type: "text", def: .object(index),
+                            partitioned: partitioned))
                 }
             }
         }
@@ -138,8 +142,9 @@ enum MangoIndexes {
         let ddocOpt = take("ddoc")
         for v in [nameOpt, ddocOpt].compactMap({ $0 }) {
             if v.stringValue == "" {
-                throw MangoError(status: 400, error: "invalid_empty_string",
-                                 reason: "Index name or ddoc cannot be empty string")
+                throw MangoError(
+                    status: 400, error: "invalid_empty_string",
+                    reason: "Index name or ddoc cannot be empty string")
             }
             if v.stringValue == nil { throw MangoErrors.invalidString(v) }
         }
@@ -147,8 +152,9 @@ enum MangoIndexes {
         if let w { guard case .int(let n) = w, n > 0 else { throw MangoErrors.invalidPosInteger(w) } }
         let partitionedOpt = take("partitioned")
         if let p = partitionedOpt, p.boolValue == nil {
-            throw MangoError(status: 500, error: "unknown_error",
-                             reason: "Unknown Error: mango_opts :: {invalid_partitioned_value,\(ErlangFormat.w(p))}")
+            throw MangoError(
+                status: 500, error: "unknown_error",
+                reason: "Unknown Error: mango_opts :: {invalid_partitioned_value,\(ErlangFormat.w(p))}")
         }
         if let bad = props.first { throw MangoErrors.invalidKey(bad.0) }
 
@@ -173,10 +179,12 @@ enum MangoIndexes {
             body = pairs.filter { $0.0 != "_id" && $0.0 != "_rev" }
             let lang = body.first { $0.0 == "language" }
             if lang?.1.stringValue != "query" {
-                let shown = lang.map { "{\(ErlangFormat.binary("language", pretty: false)),\(ErlangFormat.w($0.1))}" }
+                let shown =
+                    lang.map { "{\(ErlangFormat.binary("language", pretty: false)),\(ErlangFormat.w($0.1))}" }
                     ?? "false"
-                throw MangoError(status: 400, error: "invalid_ddoc_lang",
-                                 reason: "Existing design doc has an invalid language: \(shown)")
+                throw MangoError(
+                    status: 400, error: "invalid_ddoc_lang",
+                    reason: "Existing design doc has an invalid language: \(shown)")
             }
         } else {
             body = [("language", "query")]
@@ -192,7 +200,11 @@ enum MangoIndexes {
         } else {
             entry = .object([("index", def), ("analyzer", textAnalyzer(def))])
         }
-        if let i = entries.firstIndex(where: { $0.0 == name }) { entries[i].1 = entry } else { entries.append((name, entry)) }
+        if let i = entries.firstIndex(where: { $0.0 == name }) {
+            entries[i].1 = entry
+        } else {
+            entries.append((name, entry))
+        }
         store(&body, collectionKey, .object(entries))
 
         // Partitioned option (mango_idx:set_ddoc_partitioned/2).
@@ -210,14 +222,16 @@ enum MangoIndexes {
                     store(&body, "options", .object(options))
                 }
             } else {
-                throw MangoError(status: 400, error: "invalid_partitioned_option",
-                                 reason: "Requested partitioned option does not match existing value on design document \(ddocID)")
+                throw MangoError(
+                    status: 400, error: "invalid_partitioned_option",
+                    reason: "Requested partitioned option does not match existing value on design document \(ddocID)")
             }
         }
         let response: JSON
         if JSON.object(body) == original {
-            return MangoIndexCreation(designDocumentToSave: nil,
-                                      response: ["result": "exists", "id": .string(ddocID), "name": .string(name)])
+            return MangoIndexCreation(
+                designDocumentToSave: nil,
+                response: ["result": "exists", "id": .string(ddocID), "name": .string(name)])
         }
         response = ["result": "created", "id": .string(ddocID), "name": .string(name)]
         var full: [(String, JSON)] = [("_id", .string(ddocID))]
@@ -233,8 +247,9 @@ enum MangoIndexes {
     /// Validates a JSON index definition; returns what is stored as the view's `map`.
     static func validateJSONDef(_ raw: JSON) throws(MangoError) -> JSON {
         guard case .object(var props) = raw else {
-            throw MangoError(status: 400, error: "invalid_index",
-                             reason: "JSON indexes must be an object, not: \(ErlangFormat.w(raw))")
+            throw MangoError(
+                status: 400, error: "invalid_index",
+                reason: "JSON indexes must be an object, not: \(ErlangFormat.w(raw))")
         }
         func take(_ key: String) -> JSON? {
             guard let i = props.firstIndex(where: { $0.0 == key }) else { return nil }
@@ -250,15 +265,18 @@ enum MangoIndexes {
             pfs = try SelectorNode.parse(sel).json
         }
         if let bad = props.first { throw MangoErrors.invalidKey(bad.0) }
-        return .object([("fields", .object(sort.map { ($0.field, .string($0.direction)) })),
-                        ("partial_filter_selector", pfs)])
+        return .object([
+            ("fields", .object(sort.map { ($0.field, .string($0.direction)) })),
+            ("partial_filter_selector", pfs),
+        ])
     }
 
     /// Validates a text index definition; returns what is stored as `index`.
     static func validateTextDef(_ raw: JSON) throws(MangoError) -> JSON {
         guard case .object(var props) = raw else {
-            throw MangoError(status: 400, error: "invalid_index",
-                             reason: "Text indexes must be an object, not: \(ErlangFormat.w(raw))")
+            throw MangoError(
+                status: 400, error: "invalid_index",
+                reason: "Text indexes must be an object, not: \(ErlangFormat.w(raw))")
         }
         func take(_ key: String) -> JSON? {
             guard let i = props.firstIndex(where: { $0.0 == key }) else { return nil }
@@ -287,16 +305,21 @@ enum MangoIndexes {
             } else if case .array = f {
                 fields = "all_fields"
             } else {
-                throw MangoError(status: 400, error: "invalid_index_fields_definition",
-                                 reason: "Text Index field definitions must be of the form\n            {\"name\": \"non-empty fieldname\", \"type\":\n                \"boolean,number, or string\"}. Def: \(ErlangFormat.p(f))")
+                throw MangoError(
+                    status: 400, error: "invalid_index_fields_definition",
+                    reason:
+                        "Text Index field definitions must be of the form\n            {\"name\": \"non-empty fieldname\", \"type\":\n                \"boolean,number, or string\"}. Def: \(ErlangFormat.p(f))"
+                )
             }
         }
         let lengths = take("index_array_lengths") ?? true
         if lengths.boolValue == nil { throw MangoErrors.invalidBoolean(lengths) }
         if let bad = props.first { throw MangoErrors.invalidKey(bad.0) }
-        return .object([("default_analyzer", analyzer), ("default_field", defaultField),
-                        ("partial_filter_selector", pfs), ("selector", selector), ("fields", fields),
-                        ("index_array_lengths", lengths)])
+        return .object([
+            ("default_analyzer", analyzer), ("default_field", defaultField),
+            ("partial_filter_selector", pfs), ("selector", selector), ("fields", fields),
+            ("index_array_lengths", lengths),
+        ])
     }
 
     static func textAnalyzer(_ def: JSON) -> JSON {
@@ -316,9 +339,10 @@ enum MangoIndexes {
 
     // MARK: Deletion
 
-    static func delete(designDocuments: [JSON], designDocumentID: String, type: String, name: String,
-                       partitionedDatabase: Bool) throws(MangoError) -> MangoIndexDeletion
-    {
+    static func delete(
+        designDocuments: [JSON], designDocumentID: String, type: String, name: String,
+        partitionedDatabase: Bool
+    ) throws(MangoError) -> MangoIndexDeletion {
         let ddocID = designDocumentID.hasPrefix("_design/") ? designDocumentID : "_design/" + designDocumentID
         let notFound = MangoError(status: 404, error: "not_found", reason: "missing")
         let all = MangoIndex.all(designDocuments: designDocuments, partitionedDatabase: partitionedDatabase)
@@ -337,8 +361,9 @@ enum MangoIndexes {
         }
         let remaining = body.filter { $0.0 != "_id" && $0.0 != "_rev" }
         let onlyLanguage = remaining.count == 1 && remaining[0].0 == "language" && remaining[0].1 == "query"
-        return MangoIndexDeletion(designDocumentID: ddocID, updated: onlyLanguage ? nil : .object(body),
-                                  response: ["ok": true])
+        return MangoIndexDeletion(
+            designDocumentID: ddocID, updated: onlyLanguage ? nil : .object(body),
+            response: ["ok": true])
     }
 }
 
@@ -352,8 +377,9 @@ enum MangoSort {
     /// `mango_sort:new/1`.
     static func parse(_ json: JSON) throws(MangoError) -> [Field] {
         guard case .array(let items) = json else {
-            throw MangoError(status: 400, error: "invalid_sort_json",
-                             reason: "Sort must be an array of sort specs, not: \(ErlangFormat.p(json))")
+            throw MangoError(
+                status: 400, error: "invalid_sort_json",
+                reason: "Sort must be an array of sort specs, not: \(ErlangFormat.p(json))")
         }
         var out: [Field] = []
         for item in items {
@@ -363,13 +389,15 @@ enum MangoSort {
             case .object(let p) where p.count == 1 && (p[0].1 == "asc" || p[0].1 == "desc"):
                 out.append(Field(field: p[0].0, direction: p[0].1.stringValue ?? "asc"))
             default:
-                throw MangoError(status: 400, error: "invalid_sort_field",
-                                 reason: "Invalid sort field: \(ErlangFormat.p(item))")
+                throw MangoError(
+                    status: 400, error: "invalid_sort_field",
+                    reason: "Invalid sort field: \(ErlangFormat.p(item))")
             }
         }
         if Set(out.map(\.direction)).count > 1 {
-            throw MangoError(status: 400, error: "unsupported_mixed_sort",
-                             reason: "Sorts currently only support a single direction for all fields.")
+            throw MangoError(
+                status: 400, error: "unsupported_mixed_sort",
+                reason: "Sorts currently only support a single direction for all fields.")
         }
         return out
     }

@@ -89,8 +89,9 @@ public enum Mango {
     public static func createIndex(requestBody: JSON, designDocuments: [JSON], partitionedDatabase: Bool)
         throws(MangoError) -> MangoIndexCreation
     {
-        try MangoIndexes.create(requestBody: requestBody, designDocuments: designDocuments,
-                                partitionedDatabase: partitionedDatabase)
+        try MangoIndexes.create(
+            requestBody: requestBody, designDocuments: designDocuments,
+            partitionedDatabase: partitionedDatabase)
     }
 
     /// `GET /{db}/_index`: the whole response body `{"total_rows":N,"indexes":[...]}`, including the
@@ -109,43 +110,52 @@ public enum Mango {
     public static func deleteIndex(designDocuments: [JSON], designDocumentID: String, type: String, name: String)
         throws(MangoError) -> MangoIndexDeletion
     {
-        try MangoIndexes.delete(designDocuments: designDocuments, designDocumentID: designDocumentID,
-                                type: type, name: name, partitionedDatabase: false)
+        try MangoIndexes.delete(
+            designDocuments: designDocuments, designDocumentID: designDocumentID,
+            type: type, name: name, partitionedDatabase: false)
     }
 
     /// `POST /{db}/_find`. `documents` are every live document of the database (or partition),
     /// ordered by id, design documents included (the engine filters them out).
-    public static func find(requestBody: JSON, databaseName: String, designDocuments: [JSON],
-                            documents: [MangoDocument], partition: String?) throws(MangoError) -> JSON
-    {
-        try MangoFind.find(requestBody: requestBody, databaseName: databaseName, designDocuments: designDocuments,
-                           documents: documents, partition: partition, partitionedDatabase: nil)
+    public static func find(
+        requestBody: JSON, databaseName: String, designDocuments: [JSON],
+        documents: [MangoDocument], partition: String?
+    ) throws(MangoError) -> JSON {
+        try MangoFind.find(
+            requestBody: requestBody, databaseName: databaseName, designDocuments: designDocuments,
+            documents: documents, partition: partition, partitionedDatabase: nil)
     }
 
     /// `POST /{db}/_find` on a database whose partitioned flag is known (needed for the
     /// partitioned default of indexes and the wording of `no_usable_index` errors).
-    public static func find(requestBody: JSON, databaseName: String, designDocuments: [JSON],
-                            documents: [MangoDocument], partition: String?, partitionedDatabase: Bool)
+    public static func find(
+        requestBody: JSON, databaseName: String, designDocuments: [JSON],
+        documents: [MangoDocument], partition: String?, partitionedDatabase: Bool
+    )
         throws(MangoError) -> JSON
     {
-        try MangoFind.find(requestBody: requestBody, databaseName: databaseName, designDocuments: designDocuments,
-                           documents: documents, partition: partition, partitionedDatabase: partitionedDatabase)
+        try MangoFind.find(
+            requestBody: requestBody, databaseName: databaseName, designDocuments: designDocuments,
+            documents: documents, partition: partition, partitionedDatabase: partitionedDatabase)
     }
 
     /// `POST /{db}/_explain`
     public static func explain(requestBody: JSON, databaseName: String, designDocuments: [JSON], partition: String?)
         throws(MangoError) -> JSON
     {
-        try MangoFind.explain(requestBody: requestBody, databaseName: databaseName,
-                              designDocuments: designDocuments, partition: partition, partitionedDatabase: nil)
+        try MangoFind.explain(
+            requestBody: requestBody, databaseName: databaseName,
+            designDocuments: designDocuments, partition: partition, partitionedDatabase: nil)
     }
 
     /// `POST /{db}/_explain` on a database whose partitioned flag is known.
-    public static func explain(requestBody: JSON, databaseName: String, designDocuments: [JSON], partition: String?,
-                               partitionedDatabase: Bool) throws(MangoError) -> JSON
-    {
-        try MangoFind.explain(requestBody: requestBody, databaseName: databaseName,
-                              designDocuments: designDocuments, partition: partition,
-                              partitionedDatabase: partitionedDatabase)
+    public static func explain(
+        requestBody: JSON, databaseName: String, designDocuments: [JSON], partition: String?,
+        partitionedDatabase: Bool
+    ) throws(MangoError) -> JSON {
+        try MangoFind.explain(
+            requestBody: requestBody, databaseName: databaseName,
+            designDocuments: designDocuments, partition: partition,
+            partitionedDatabase: partitionedDatabase)
     }
 }

@@ -18,22 +18,35 @@ enum SHA1 {
         for chunk in stride(from: 0, to: message.count, by: 64) {
             for i in 0..<16 {
                 let b = chunk + i * 4
-                w[i] = UInt32(message[b]) << 24 | UInt32(message[b + 1]) << 16 | UInt32(message[b + 2]) << 8
+                w[i] =
+                    UInt32(message[b]) << 24 | UInt32(message[b + 1]) << 16 | UInt32(message[b + 2]) << 8
                     | UInt32(message[b + 3])
             }
             for i in 16..<80 {
                 let x = w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16]
                 w[i] = x << 1 | x >> 31
             }
-            var a = h[0], b = h[1], c = h[2], d = h[3], e = h[4]
+            var a = h[0]
+            var b = h[1]
+            var c = h[2]
+            var d = h[3]
+            var e = h[4]
             for i in 0..<80 {
                 let f: UInt32
                 let k: UInt32
                 switch i {
-                case 0..<20: f = (b & c) | (~b & d); k = 0x5A82_7999
-                case 20..<40: f = b ^ c ^ d; k = 0x6ED9_EBA1
-                case 40..<60: f = (b & c) | (b & d) | (c & d); k = 0x8F1B_BCDC
-                default: f = b ^ c ^ d; k = 0xCA62_C1D6
+                case 0..<20:
+                    f = (b & c) | (~b & d)
+                    k = 0x5A82_7999
+                case 20..<40:
+                    f = b ^ c ^ d
+                    k = 0x6ED9_EBA1
+                case 40..<60:
+                    f = (b & c) | (b & d) | (c & d)
+                    k = 0x8F1B_BCDC
+                default:
+                    f = b ^ c ^ d
+                    k = 0xCA62_C1D6
                 }
                 let temp = (a << 5 | a >> 27) &+ f &+ e &+ k &+ w[i]
                 e = d

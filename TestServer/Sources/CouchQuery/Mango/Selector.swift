@@ -35,8 +35,9 @@ indirect enum SelectorNode: Sendable {
         let fields = try normFields(ops, path: [])
         let result = try normNegations(fields)
         if case .field(let path, _) = result, path.isEmpty {
-            throw MangoError(status: 400, error: "invalid_selector",
-                             reason: "One or more conditions is missing a field name.")
+            throw MangoError(
+                status: 400, error: "invalid_selector",
+                reason: "One or more conditions is missing a field name.")
         }
         return result
     }
@@ -104,8 +105,9 @@ indirect enum SelectorNode: Sendable {
             return .op(key, arg)
         case "$default":
             if case .object(let inner) = arg, inner.count == 1, inner[0].0 == "$text" { return .text(inner[0].1) }
-            throw MangoError(status: 400, error: "bad_field",
-                             reason: "Invalid field normalization on selector: \(ErlangFormat.w(json))")
+            throw MangoError(
+                status: 400, error: "bad_field",
+                reason: "Invalid field normalization on selector: \(ErlangFormat.w(json))")
         case "$where", "$geoWithin", "$geoIntersects", "$near", "$nearSphere":
             throw MangoError(status: 400, error: "not_supported", reason: "Unsupported operator: \(key)")
         default:
@@ -138,8 +140,9 @@ indirect enum SelectorNode: Sendable {
         case .keyMapMatch(let arg): return .field(path, .keyMapMatch(try normFields(arg, path: [])))
         case .text:
             if path.isEmpty { return node }
-            throw MangoError(status: 400, error: "bad_field",
-                             reason: "Invalid field normalization on selector: \(ErlangFormat.w(node.json))")
+            throw MangoError(
+                status: 400, error: "bad_field",
+                reason: "Invalid field normalization on selector: \(ErlangFormat.w(node.json))")
         case .op: return .field(path, node)
         case .rawField(let name, let cond):
             let parts = try FieldPath.parse(name)
