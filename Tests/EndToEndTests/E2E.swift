@@ -1,0 +1,100 @@
+import CouchTestServer
+import Foundation
+import SwiftCouch
+import Testing
+
+/// Where the end-to-end tests run: a real CouchDB named by `COUCHDB_URL` (with `COUCHDB_USER` and
+/// `COUCHDB_PASSWORD`), or else a TestServer started in this process.
+final class E2EEnvironment: Sendable {
+    let url: URL
+    let credentials: Credentials
+    /// The embedded TestServer, when no `COUCHDB_URL` is set. Fault tests need it.
+    let testServer: TestServer?
+
+    static let shared: E2EEnvironment = {
+        do {
+            return try E2EEnvironment()
+        } catch {
+            fatalError("Could not start the embedded TestServer: \(error)")
+        }
+    }()
+
+    private init() throws {
+        let environment = ProcessInfo.processInfo.environment
+        if let raw = environment["COUCHDB_URL"], !raw.isEmpty, let url = URL(string: raw) {
+            self.url = url
+            self.credentials = Credentials(
+                username: environment["COUCHDB_USER"] ?? "admin",
+                password: environment["COUCHDB_PASSWORD"] ?? "password")
+            self.testServer = nil
+        } else {
+            let server = try TestServer.start()
+            self.url = server.url
+            self.credentials = Credentials(username: server.adminName, password: server.adminPassword)
+            self.testServer = server
+        }
+    }
+
+    /// A client for the admin, with a configuration the test may adjust.
+    func client(_ adjust: (inout Configuration) -> Void = { _ in }) -> CouchDBClient {
+        var configuration = Configuration()
+        configuration.retryPolicy = RetryPolicy(maximumRetries: 8, initialDelay: 0.02, maximumDelay: 0.5)
+        adjust(&configuration)
+        return CouchDBClient(url: url, credentials: credentials, configuration: configuration)
+    }
+
+    /// A database name no other test (or earlier run) uses.
+    static func uniqueDatabaseName(_ purpose: String) -> String {
+        "swiftcouch-e2e-\(purpose)-\(UUID().uuidString.lowercased().prefix(12))"
+    }
+}
+
+/// Creates a uniquely named database, runs `body`, and deletes the database afterwards, so the
+/// server is left as it was found.
+func withDatabase(
+    _ purpose: String, client: CouchDBClient? = nil, partitioned: Bool? = nil,
+    _ body: (CouchDBClient, String) async throws -> Void
+) async throws {
+    let client = client ?? E2EEnvironment.shared.client()
+    let name = E2EEnvironment.uniqueDatabaseName(purpose)
+    _ = try await client.execute(CreateDatabaseOperation(name: name, partitioned: partitioned))
+    do {
+        try await body(client, name)
+    } catch {
+        _ = try? await client.execute(DeleteDatabaseOperation(name: name))
+        throw error
+    }
+    _ = try await client.execute(DeleteDatabaseOperation(name: name))
+}
+
+/// Runs `body` against a TestServer of its own (so its faults, session expiries and request
+/// counts touch no other test), with an admin client; or skips with a printed reason when the
+/// suite runs against a real CouchDB (`COUCHDB_URL`), since faults need the TestServer.
+func withPrivateTestServer(
+    for what: String, configuration serverConfiguration: TestServer.Configuration = TestServer.Configuration(),
+    client adjust: (inout Configuration) -> Void = { _ in },
+    _ body: (TestServer, CouchDBClient) async throws -> Void
+) async throws {
+    guard E2EEnvironment.shared.testServer != nil else {
+        print("Skipping \(what): it needs the embedded TestServer's fault injection (COUCHDB_URL is set).")
+        return
+    }
+    let server = try TestServer.start(serverConfiguration)
+    defer { server.stop() }
+    var configuration = Configuration()
+    configuration.retryPolicy = RetryPolicy(maximumRetries: 8, initialDelay: 0.02, maximumDelay: 0.5)
+    adjust(&configuration)
+    let client = CouchDBClient(
+        url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
+        configuration: configuration)
+    defer { client.shutdown() }
+    try await body(server, client)
+}
+
+/// A small document type.
+struct Note: Codable, Sendable, Equatable {
+    var _id: String?
+    var _rev: String?
+    var text: String
+    var n: Int
+}
