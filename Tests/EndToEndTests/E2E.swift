@@ -72,7 +72,8 @@ func withDatabase(
 /// suite runs against a real CouchDB (`COUCHDB_URL`), since faults need the TestServer.
 func withPrivateTestServer(
     for what: String, configuration serverConfiguration: TestServer.Configuration = TestServer.Configuration(),
-    client adjust: (inout Configuration) -> Void = { _ in },
+    concurrency: Int = 6,
+    retryPolicy: RetryPolicy = RetryPolicy(maximumRetries: 8, initialDelay: 0.02, maximumDelay: 0.5),
     _ body: (TestServer, CouchDBClient) async throws -> Void
 ) async throws {
     guard E2EEnvironment.shared.testServer != nil else {
@@ -82,8 +83,8 @@ func withPrivateTestServer(
     let server = try TestServer.start(serverConfiguration)
     defer { server.stop() }
     var configuration = Configuration()
-    configuration.retryPolicy = RetryPolicy(maximumRetries: 8, initialDelay: 0.02, maximumDelay: 0.5)
-    adjust(&configuration)
+    configuration.retryPolicy = retryPolicy
+    configuration.maximumConcurrentOperations = concurrency
     let client = CouchDBClient(
         url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
         configuration: configuration)

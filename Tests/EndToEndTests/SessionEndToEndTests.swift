@@ -53,10 +53,7 @@ struct SessionEndToEndTests {
 
     @Test("Sessions expiring mid-batch: one renewal, every write lands")
     func sessionsExpireMidBatch() async throws {
-        try await withPrivateTestServer(
-            for: "sessions expiring mid-batch", client: { $0.maximumConcurrentOperations = 8 }
-        ) {
-            server, client in
+        try await withPrivateTestServer(for: "sessions expiring mid-batch", concurrency: 8) { server, client in
             let db = "expiry"
             try await client.execute(CreateDatabaseOperation(name: db))
             let logins = server.requestCount(path: "/_session", method: "POST")
@@ -71,11 +68,8 @@ struct SessionEndToEndTests {
 
     @Test("429 storm: with half the writes answered 429, every write lands exactly once")
     func tooManyRequestsStorm() async throws {
-        let fast: (inout Configuration) -> Void = {
-            $0.maximumConcurrentOperations = 8
-            $0.retryPolicy = RetryPolicy(maximumRetries: 30, initialDelay: 0.005, maximumDelay: 0.05)
-        }
-        try await withPrivateTestServer(for: "the 429 storm", client: fast) { server, client in
+        let fast = RetryPolicy(maximumRetries: 30, initialDelay: 0.005, maximumDelay: 0.05)
+        try await withPrivateTestServer(for: "the 429 storm", concurrency: 8, retryPolicy: fast) { server, client in
             let db = "storm"
             try await client.execute(CreateDatabaseOperation(name: db))
             let rule = server.faults.failFraction(
