@@ -30,11 +30,3 @@ import Testing
         #expect(Crypto.crc32(Data("123456789".utf8)) == 0xCBF4_3926)
     }
 }
-
-@Suite struct EngineCryptoTimingProbe {
-    @Test func probe() {
-        let start = Date()
-        _ = Crypto.pbkdf2SHA256(password: Data("password".utf8), salt: Data("salt".utf8), iterations: 100_000)
-        print("PBKDF2 100k:", Date().timeIntervalSince(start))
-    }
-}

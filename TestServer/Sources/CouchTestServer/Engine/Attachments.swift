@@ -46,7 +46,7 @@ extension CouchEngine {
         }
         if compressible, acceptsGzip {
             response.headers.add("Content-Encoding", "gzip")
-            response.body = .data(Gzip.compress(att.data))
+            response.body = .data(att.encoded ?? Gzip.compress(att.data))
             return response
         }
         if !compressible, let range = request.headers["Range"], let (start, end) = parseRange(range, length: att.length) {

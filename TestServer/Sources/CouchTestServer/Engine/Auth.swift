@@ -133,7 +133,7 @@ extension CouchEngine {
         if let plain = creds.plainPassword {
             ok = plain == password
         } else if let derived = creds.derivedKey {
-            let cacheKey = name + "\u{0}" + creds.salt + "\u{0}" + Crypto.hex(Crypto.sha256(Data(password.utf8)))
+            let cacheKey = passwordCacheKey(name: name, salt: creds.salt, password: password)
             if sessions.cachedVerification(cacheKey) == derived {
                 ok = true
             } else {
@@ -150,6 +150,10 @@ extension CouchEngine {
             return nil
         }
         return creds
+    }
+
+    func passwordCacheKey(name: String, salt: String, password: String) -> String {
+        name + "\u{0}" + salt + "\u{0}" + Crypto.hex(Crypto.sha256(Data(password.utf8)))
     }
 
     // MARK: - Request authentication

@@ -168,8 +168,8 @@ final class Database: @unchecked Sendable {
         let atts: [Attachment] = (json["a"]?.arrayValue ?? []).compactMap { a in
             guard let name = a["n"]?.stringValue, let digest = a["dg"]?.stringValue else { return nil }
             return Attachment(
-                name: name, contentType: a["ct"]?.stringValue ?? "application/octet-stream", digest: digest,
-                revpos: Int(a["rp"]?.intValue ?? 1), data: blobs[digest] ?? Data())
+                name: name, contentType: a["ct"]?.stringValue ?? "application/octet-stream",
+                revpos: Int(a["rp"]?.intValue ?? 1), data: blobs[digest] ?? Data(), digest: digest)
         }
         let body = json["b"].flatMap { $0.isNull ? nil : $0 }
         return RevNode(pos: pos, hash: hash, parent: json["p"]?.stringValue, deleted: json["d"]?.boolValue ?? false,
@@ -189,8 +189,7 @@ final class Database: @unchecked Sendable {
             case .keep(let att):
                 out.append(att)
             case .data(let name, let contentType, let data):
-                out.append(Attachment(name: name, contentType: contentType, digest: Attachment.digest(of: data),
-                                      revpos: newPos, data: data))
+                out.append(Attachment(name: name, contentType: contentType, revpos: newPos, data: data))
             case .stub(let name, let revpos, let digest):
                 if let att = parent?.atts.first(where: { $0.name == name }) {
                     out.append(att)

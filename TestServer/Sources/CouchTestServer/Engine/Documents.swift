@@ -148,9 +148,41 @@ extension CouchEngine {
                 throw CouchError(401, "unauthorized", "You are not a db or server admin.")
             }
         }
+        if id.hasPrefix("_design/"), !doc.deleted, (doc.body["language"]?.stringValue ?? "javascript") == "javascript" {
+            for (view, def) in (doc.body["views"] ?? [:]).members {
+                if let map = def["map"]?.stringValue, !javascriptLooksComplete(map) {
+                    throw CouchError(
+                        400, "compilation_error",
+                        "Compilation of the map function in the '\(view)' view failed: SyntaxError: unexpected token in expression: '' (\(map))")
+                }
+            }
+        }
         if db.name == "_users", !id.hasPrefix("_design/"), !doc.deleted {
             try validateUserDoc(&doc, id: id)
         }
+    }
+
+    /// A cheap syntax check of JavaScript source (we run no JavaScript): brackets balance outside strings and comments.
+    func javascriptLooksComplete(_ source: String) -> Bool {
+        var stack: [Character] = []
+        var chars = Array(source)[...]
+        while let c = chars.popFirst() {
+            switch c {
+            case "\"", "'", "`":
+                while let d = chars.popFirst(), d != c { if d == "\\" { _ = chars.popFirst() } }
+            case "/" where chars.first == "/":
+                while let d = chars.popFirst(), d != "\n" {}
+            case "/" where chars.first == "*":
+                _ = chars.popFirst()
+                while let d = chars.popFirst() { if d == "*", chars.first == "/" { _ = chars.popFirst(); break } }
+            case "(", "[", "{": stack.append(c)
+            case ")", "]", "}":
+                let open: Character = c == ")" ? "(" : (c == "]" ? "[" : "{")
+                guard stack.popLast() == open else { return false }
+            default: break
+            }
+        }
+        return stack.isEmpty
     }
 
     private func validateUserDoc(_ doc: inout ParsedDoc, id: String) throws(CouchError) {
@@ -169,6 +201,7 @@ extension CouchEngine {
             let iterations = max(options.passwordIterations, 1)
             let derived = Crypto.hex(
                 Crypto.pbkdf2SHA256(password: Data(plain.utf8), salt: Data(salt.utf8), iterations: iterations))
+            sessions.cacheVerification(passwordCacheKey(name: name, salt: salt, password: plain), derivedKey: derived)
             var pairs: [(String, JSON)] = [
                 ("password_scheme", "pbkdf2"), ("pbkdf2_prf", "sha256"), ("salt", .string(salt)),
                 ("iterations", .int(Int64(iterations))), ("derived_key", .string(derived)),
@@ -193,17 +226,10 @@ extension CouchEngine {
         }
         if opts.revsInfo {
             let path = entry.path(to: node.rev)
-            var infos: [JSON] = path.map { n in
+            let infos: [JSON] = path.map { n in
                 let status = n.deleted ? "deleted" : (n.body == nil ? "missing" : "available")
                 return ["rev": .string(n.rev), "status": .string(status)]
             }
-            if let last = path.last, last.pos > 1 {
-                for pos in stride(from: last.pos - 1, through: 1, by: -1) where infos.count < 1000 {
-                    _ = pos
-                    break
-                }
-            }
-            infos = Array(infos)
             pairs.append(("_revs_info", .array(infos)))
         }
         if opts.conflicts {
@@ -240,7 +266,7 @@ extension CouchEngine {
                 }
                 if opts.attEncodingInfo, att.isCompressible {
                     a.append(("encoding", "gzip"))
-                    a.append(("encoded_length", .int(Int64(Gzip.compress(att.data).count))))
+                    a.append(("encoded_length", .int(Int64(att.encoded?.count ?? att.length))))
                 }
                 atts.append((att.name, .object(a)))
             }

@@ -97,7 +97,8 @@ enum Gzip {
             var candidate = head[hash(i)]
             var chain = maxChain
             let maxLen = min(258, n - i)
-            while candidate >= 0, i - candidate <= windowSize, chain > 0 {
+            // Like zlib, position 0 doubles as the empty-chain marker, so it is never matched against.
+            while candidate > 0, i - candidate <= windowSize - 262, chain > 0 {
                 if candidate < i {
                     var len = 0
                     while len < maxLen, input[candidate + len] == input[i + len] { len += 1 }

@@ -10,10 +10,26 @@ struct Attachment: Sendable {
     /// The revision generation that added this version of the attachment.
     var revpos: Int
     var data: Data
+    /// The gzip bytes CouchDB stores for compressible types (the digest is their MD5), nil otherwise.
+    var encoded: Data?
 
     var length: Int { data.count }
 
-    static func digest(of data: Data) -> String { "md5-" + Crypto.md5(data).base64EncodedString() }
+    /// A new attachment: compressible types are gzip-encoded and digested as CouchDB stores them.
+    init(name: String, contentType: String, revpos: Int, data: Data, digest: String? = nil) {
+        self.name = name
+        self.contentType = contentType
+        self.revpos = revpos
+        self.data = data
+        self.digest = ""
+        if isCompressible {
+            let gz = Gzip.compress(data)
+            encoded = gz
+            self.digest = digest ?? "md5-" + Crypto.md5(gz).base64EncodedString()
+        } else {
+            self.digest = digest ?? "md5-" + Crypto.md5(data).base64EncodedString()
+        }
+    }
 
     /// Whether CouchDB stores this content type gzip-compressed (`[attachments] compressible_types`).
     var isCompressible: Bool {

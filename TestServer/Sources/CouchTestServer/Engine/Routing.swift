@@ -80,6 +80,7 @@ extension CouchEngine {
             return Reply.json(200, ["name": "couchdb@127.0.0.1"])
         default:
             try requireServerAdmin(ctx.user)
+            if ctx.segments.count == 1, ctx.method == "PUT" { try validateDatabaseName(name) }
             throw CouchError.dbNotFound
         }
     }
