@@ -84,44 +84,19 @@ public final class CouchOperationTask<Operation: CouchOperation>: Foundation.Ope
             complete(.failure(Self.couchError(error, kind: .validation, message: "Building the operation failed")))
             return
         }
-        // 1. validate
+        // 1. validate, 2. serialise, 3. endpoint, parameters, method, data, content type, headers
+        let prepared: PreparedRequest
         do {
-            try operation.validate()
+            prepared = try PreparedRequest(
+                preparing: &operation, baseURL: session.baseURL, timeout: requestTimeout)
         } catch {
             complete(.failure(error))
             return
         }
-        // 2. serialise
-        do {
-            try operation.serialise()
-        } catch {
-            complete(
-                .failure(Self.couchError(error, kind: .serialisation, message: "Building the request body failed")))
-            return
-        }
-        // 3. endpoint, parameters, method, data, content type, headers
-        let endpoint = operation.endpoint
-        let parameters = operation.parameters
-        let method = operation.method
-        let body = operation.data
-        let contentType = operation.contentType
-        var headers = operation.headers
-        let request: HTTPRequest
-        do {
-            if headers["Accept"] == nil { headers["Accept"] = "application/json" }
-            if let contentType, body != nil { headers["Content-Type"] = contentType }
-            let url = try Self.url(base: session.baseURL, path: endpoint, parameters: parameters)
-            request = HTTPRequest(method: method, url: url, headers: headers, body: body, timeout: requestTimeout)
-        } catch {
-            complete(.failure(error))
-            return
-        }
+        let request = prepared.request
         // 4. the session; 5. processResponse
-        let prepared = operation
-        let isIdempotent =
-            prepared.isIdempotent
-            ?? RequestSafety.isSafeToRepeat(method: method, parameters: parameters, headers: headers)
-        let handle = session.send(request, isIdempotent: isIdempotent) { [weak self] result in
+        let ready = operation
+        let handle = session.send(request, isIdempotent: prepared.isIdempotent) { [weak self] result in
             guard let self else { return }
             switch result {
             case .failure(let error):
@@ -129,7 +104,7 @@ public final class CouchOperationTask<Operation: CouchOperation>: Foundation.Ope
             case .success(let response):
                 let info = HTTPInfo(statusCode: response.statusCode, headers: response.headers)
                 do {
-                    let value = try prepared.processResponse(data: response.body, httpInfo: info)
+                    let value = try ready.processResponse(data: response.body, httpInfo: info)
                     self.complete(
                         .success(
                             CouchResponse(value: value, statusCode: response.statusCode, headers: response.headers)))
@@ -176,30 +151,6 @@ public final class CouchOperationTask<Operation: CouchOperation>: Foundation.Ope
     }
 
     // MARK: - Helpers
-
-    /// Builds the URL from the base, the encoded path segments and the encoded query.
-    static func url(base: URL, path: CouchPath, parameters: [URLQueryItem]) throws(CouchError) -> URL {
-        guard var components = URLComponents(url: base, resolvingAgainstBaseURL: false) else {
-            throw CouchError.validation("The server URL \(base) is not a valid URL.")
-        }
-        components.user = nil
-        components.password = nil
-        let basePath =
-            components.percentEncodedPath.hasSuffix("/")
-            ? String(components.percentEncodedPath.dropLast()) : components.percentEncodedPath
-        components.percentEncodedPath = basePath + path.encoded
-        if parameters.isEmpty {
-            components.percentEncodedQuery = nil
-        } else {
-            components.percentEncodedQuery = parameters.map {
-                PercentEncoding.encode($0.name) + "=" + PercentEncoding.encode($0.value ?? "")
-            }.joined(separator: "&")
-        }
-        guard let url = components.url else {
-            throw CouchError.validation("Could not build a URL for \(path).")
-        }
-        return url
-    }
 
     static func couchError(_ error: any Error, kind: CouchError.Kind, message: String) -> CouchError {
         if let couchError = error as? CouchError { return couchError }

@@ -134,6 +134,11 @@ public protocol Transport: Sendable {
     func send(_ request: HTTPRequest, completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void)
         -> any Cancellable
 
+    /// Sends `request` and delivers the response to `receiver` as it arrives, head first, then the
+    /// body in chunks. The returned task can pause and resume the transfer (back-pressure) or
+    /// cancel it. Defaults to ``send(_:completion:)`` with the whole body as one chunk.
+    func stream(_ request: HTTPRequest, receiver: any StreamReceiver) -> any StreamingTask
+
     /// Releases the transport's resources. Requests in flight may be cancelled.
     func shutdown()
 }

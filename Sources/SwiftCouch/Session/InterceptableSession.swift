@@ -43,11 +43,26 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
 
     /// Calls the completion, the first time only.
     func finish(_ result: Result<HTTPResponse, CouchError>) {
-        let first = state.withLock { state -> Bool in
+        if claimCompletion() { completion(result) }
+    }
+
+    /// Marks the request completed without calling the completion (a streamed response that
+    /// was delivered straight to its receiver). True the first time only.
+    func claimCompletion() -> Bool {
+        state.withLock { state -> Bool in
             defer { state.completed = true }
             return !state.completed
         }
-        if first { completion(result) }
+    }
+
+    /// Pauses a streamed transfer in flight (back-pressure).
+    public func pause() {
+        (state.current.inFlight as? any StreamingTask)?.pause()
+    }
+
+    /// Resumes a paused streamed transfer.
+    public func resume() {
+        (state.current.inFlight as? any StreamingTask)?.resume()
     }
 
     /// Records what to cancel; cancels it straight away when the handle is already cancelled.
@@ -85,8 +100,8 @@ public final class InterceptableSession: @unchecked Sendable {
     private let scheme: Scheme
     private let configuration: Configuration
     private let transport: any Transport
-    private let queue = DispatchQueue(label: "SwiftCouch.InterceptableSession")
-    private let transcript: TranscriptLogger?
+    fileprivate let queue = DispatchQueue(label: "SwiftCouch.InterceptableSession")
+    fileprivate let transcript: TranscriptLogger?
     private var sessionState = AuthSessionState()
     private var waiting: [Attempt] = []
     /// Injectable clock and randomness, for tests of the timing logic.
@@ -94,21 +109,25 @@ public final class InterceptableSession: @unchecked Sendable {
     var random: @Sendable () -> Double = { Double.random(in: 0...1) }
 
     /// One request on its way, with its retry state.
-    private final class Attempt: @unchecked Sendable {
+    fileprivate final class Attempt: @unchecked Sendable {
         // @unchecked Sendable: mutated only on the session's queue.
         let request: HTTPRequest
         let isIdempotent: Bool
         let handle: RequestHandle
         /// The `POST /_session` of a login (its cookie is taken by `loginFinished`).
         let isLogin: Bool
+        /// Where a streamed response goes; nil for whole responses.
+        let streamReceiver: (any StreamReceiver)?
         var retry: RetryState
         var authReplayed = false
 
         init(
-            request: HTTPRequest, isIdempotent: Bool, policy: RetryPolicy, handle: RequestHandle, isLogin: Bool = false
+            request: HTTPRequest, isIdempotent: Bool, policy: RetryPolicy, handle: RequestHandle, isLogin: Bool = false,
+            streamReceiver: (any StreamReceiver)? = nil
         ) {
             self.request = request
             self.isLogin = isLogin
+            self.streamReceiver = streamReceiver
             self.isIdempotent = isIdempotent
             self.retry = RetryState(policy: policy)
             self.handle = handle
@@ -146,6 +165,32 @@ public final class InterceptableSession: @unchecked Sendable {
         let handle = RequestHandle(request: request, completion: completion)
         let attempt = Attempt(
             request: request, isIdempotent: isIdempotent, policy: configuration.retryPolicy, handle: handle)
+        queue.async { self.authorize(attempt) }
+        return handle
+    }
+
+    /// Sends `request` like ``send(_:isIdempotent:completion:)`` — same authentication, renewal and
+    /// retries — but delivers a successful response to `receiver` as it arrives, chunk by chunk.
+    ///
+    /// Statuses the session may act on (401, 403, 429, 5xx) are read whole first, so a retried
+    /// attempt never reaches the receiver; every other response is forwarded as it streams. The
+    /// receiver sees exactly one head and one `complete` (with a ``CouchError`` on failure).
+    /// Use the returned handle to pause and resume the transfer (back-pressure) or cancel it.
+    @discardableResult
+    public func stream(_ request: HTTPRequest, isIdempotent: Bool, receiver: any StreamReceiver) -> RequestHandle {
+        let handle = RequestHandle(request: request) { result in
+            switch result {
+            case .success(let response):
+                receiver.receive(head: HTTPResponse(statusCode: response.statusCode, headers: response.headers))
+                if !response.body.isEmpty { receiver.receive(chunk: response.body) }
+                receiver.complete(error: nil)
+            case .failure(let error):
+                receiver.complete(error: error)
+            }
+        }
+        let attempt = Attempt(
+            request: request, isIdempotent: isIdempotent, policy: configuration.retryPolicy, handle: handle,
+            streamReceiver: receiver)
         queue.async { self.authorize(attempt) }
         return handle
     }
@@ -343,6 +388,13 @@ public final class InterceptableSession: @unchecked Sendable {
         guard !attempt.handle.isCancelled else { return }
         transcript?.log(request: request)
         let started = Date()
+        if let receiver = attempt.streamReceiver {
+            let relay = StreamRelay(
+                session: self, attempt: attempt, request: request, generation: generation, started: started,
+                receiver: receiver)
+            attempt.handle.track(inFlight: transport.stream(request, receiver: relay))
+            return
+        }
         let inFlight = transport.send(request) { [self] result in
             queue.async {
                 self.received(result, attempt: attempt, request: request, generation: generation, started: started)
@@ -351,7 +403,7 @@ public final class InterceptableSession: @unchecked Sendable {
         attempt.handle.track(inFlight: inFlight)
     }
 
-    private func received(
+    fileprivate func received(
         _ result: Result<HTTPResponse, any Error>, attempt: Attempt, request: HTTPRequest, generation: Int?,
         started: Date
     ) {
@@ -426,11 +478,93 @@ public final class InterceptableSession: @unchecked Sendable {
             && [Int(ECONNRESET), Int(ECONNREFUSED), Int(EPIPE), Int(ECONNABORTED)].contains(nsError.code)
     }
 
-    private func transportError(_ error: any Error, request: HTTPRequest) -> CouchError {
+    fileprivate func transportError(_ error: any Error, request: HTTPRequest) -> CouchError {
         if let couchError = error as? CouchError { return couchError }
         let description = Redaction.redact((error as NSError).localizedDescription)
         return CouchError(
             kind: .transport, message: "The request got no response: \(description)",
             method: request.method.rawValue, path: request.path, underlying: error)
+    }
+}
+
+/// Relays one streamed attempt: decides from the head whether the session must see the whole
+/// response (a status it may retry or renew on), or whether the body can go straight to the
+/// caller's receiver as it arrives.
+///
+/// `@unchecked Sendable`: `mode` is a `Locked`; the rest is immutable.
+private final class StreamRelay: StreamReceiver, @unchecked Sendable {
+    private enum Mode {
+        case awaitingHead
+        case buffering(HTTPResponse)
+        case forwarding
+    }
+
+    /// Statuses the session may act on, so their bodies are read whole first.
+    static let sessionStatuses: Set<Int> = [401, 403, 429, 500, 502, 503, 504]
+    /// The most of a buffered (error) body kept.
+    static let bufferLimit = 1 << 20
+
+    private let session: InterceptableSession
+    private let attempt: InterceptableSession.Attempt
+    private let request: HTTPRequest
+    private let generation: Int?
+    private let started: Date
+    private let receiver: any StreamReceiver
+    private let mode = Locked(Mode.awaitingHead)
+
+    init(
+        session: InterceptableSession, attempt: InterceptableSession.Attempt, request: HTTPRequest, generation: Int?,
+        started: Date, receiver: any StreamReceiver
+    ) {
+        self.session = session
+        self.attempt = attempt
+        self.request = request
+        self.generation = generation
+        self.started = started
+        self.receiver = receiver
+    }
+
+    func receive(head: HTTPResponse) {
+        if Self.sessionStatuses.contains(head.statusCode) {
+            mode.withLock { $0 = .buffering(head) }
+            return
+        }
+        mode.withLock { $0 = .forwarding }
+        guard !attempt.handle.isCancelled else { return }
+        session.transcript?.log(response: head, for: request, elapsed: Date().timeIntervalSince(started))
+        receiver.receive(head: head)
+    }
+
+    func receive(chunk: Data) {
+        let forward = mode.withLock { mode -> Bool in
+            switch mode {
+            case .forwarding: return true
+            case .buffering(var response):
+                if response.body.count < Self.bufferLimit { response.body.append(chunk) }
+                mode = .buffering(response)
+                return false
+            case .awaitingHead: return false
+            }
+        }
+        if forward, !attempt.handle.isCancelled { receiver.receive(chunk: chunk) }
+    }
+
+    func complete(error: (any Error)?) {
+        let current = mode.current
+        switch current {
+        case .forwarding:
+            guard attempt.handle.claimCompletion() else { return }
+            receiver.complete(error: error.map { session.transportError($0, request: request) })
+        case .buffering(let response):
+            let result: Result<HTTPResponse, any Error> = error.map { .failure($0) } ?? .success(response)
+            session.queue.async { [self] in
+                session.received(result, attempt: attempt, request: request, generation: generation, started: started)
+            }
+        case .awaitingHead:
+            let result: Result<HTTPResponse, any Error> = .failure(error ?? URLError(.badServerResponse))
+            session.queue.async { [self] in
+                session.received(result, attempt: attempt, request: request, generation: generation, started: started)
+            }
+        }
     }
 }

@@ -4,14 +4,30 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// The default ``Transport``: its own `URLSession` (never the shared one), with no cookie storage,
+/// The default ``Transport``: its own `URLSession`s (never the shared one), with no cookie storage,
 /// no cache and no credential store, so that every client's session state stays its own.
+///
+/// Whole responses use completion-handler data tasks; streamed responses use a second session
+/// with a data delegate, so bodies arrive chunk by chunk and a paused transfer stops reading.
 public final class URLSessionTransport: Transport {
     private let session: URLSession
+    private let streamingDelegate: StreamingDelegate
+    private let streamingSession: URLSession
 
     /// Creates a transport.
     /// - Parameter maximumConnectionsPerHost: how many connections to open to one server. Defaults to 6.
     public init(maximumConnectionsPerHost: Int = 6) {
+        let configuration = URLSessionTransport.configuration(maximumConnectionsPerHost: maximumConnectionsPerHost)
+        session = URLSession(configuration: configuration)
+        streamingDelegate = StreamingDelegate()
+        let delegateQueue = OperationQueue()
+        delegateQueue.maxConcurrentOperationCount = 1
+        delegateQueue.name = "SwiftCouch.URLSessionTransport.streaming"
+        streamingSession = URLSession(
+            configuration: configuration, delegate: streamingDelegate, delegateQueue: delegateQueue)
+    }
+
+    private static func configuration(maximumConnectionsPerHost: Int) -> URLSessionConfiguration {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpCookieStorage = nil
         configuration.httpShouldSetCookies = false
@@ -20,12 +36,10 @@ public final class URLSessionTransport: Transport {
         configuration.urlCredentialStorage = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.httpMaximumConnectionsPerHost = max(1, maximumConnectionsPerHost)
-        session = URLSession(configuration: configuration)
+        return configuration
     }
 
-    public func send(
-        _ request: HTTPRequest, completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void
-    ) -> any Cancellable {
+    private static func urlRequest(_ request: HTTPRequest) -> URLRequest {
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = request.method.rawValue
         urlRequest.timeoutInterval = request.timeout
@@ -34,7 +48,21 @@ public final class URLSessionTransport: Transport {
             urlRequest.addValue(field.value, forHTTPHeaderField: field.name)
         }
         urlRequest.httpBody = request.body
-        let task = session.dataTask(with: urlRequest) { data, response, error in
+        return urlRequest
+    }
+
+    static func fields(of response: HTTPURLResponse) -> HTTPFields {
+        var headers = HTTPFields()
+        for (name, value) in response.allHeaderFields {
+            headers.append("\(name)", "\(value)")
+        }
+        return headers
+    }
+
+    public func send(
+        _ request: HTTPRequest, completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void
+    ) -> any Cancellable {
+        let task = session.dataTask(with: Self.urlRequest(request)) { data, response, error in
             if let error {
                 completion(.failure(error))
                 return
@@ -43,23 +71,68 @@ public final class URLSessionTransport: Transport {
                 completion(.failure(URLError(.badServerResponse)))
                 return
             }
-            var headers = HTTPFields()
-            for (name, value) in http.allHeaderFields {
-                headers.append("\(name)", "\(value)")
-            }
-            completion(.success(HTTPResponse(statusCode: http.statusCode, headers: headers, body: data ?? Data())))
+            completion(
+                .success(
+                    HTTPResponse(statusCode: http.statusCode, headers: Self.fields(of: http), body: data ?? Data())))
         }
         task.resume()
-        return URLSessionTaskCancellable(task: task)
+        return URLSessionTaskHandle(task: task)
+    }
+
+    public func stream(_ request: HTTPRequest, receiver: any StreamReceiver) -> any StreamingTask {
+        let task = streamingSession.dataTask(with: Self.urlRequest(request))
+        streamingDelegate.register(task: task, receiver: receiver)
+        task.resume()
+        return URLSessionTaskHandle(task: task)
     }
 
     public func shutdown() {
         session.finishTasksAndInvalidate()
+        streamingSession.finishTasksAndInvalidate()
     }
 }
 
-/// `@unchecked Sendable`: `URLSessionTask.cancel()` is thread-safe and the task is never mutated here.
-private struct URLSessionTaskCancellable: Cancellable, @unchecked Sendable {
+/// `@unchecked Sendable`: `URLSessionTask`'s `cancel`, `suspend` and `resume` are thread-safe and
+/// the task reference never changes.
+private struct URLSessionTaskHandle: StreamingTask, @unchecked Sendable {
     let task: URLSessionTask
     func cancel() { task.cancel() }
+    func pause() { task.suspend() }
+    func resume() { task.resume() }
+}
+
+/// Routes a streaming session's delegate calls to each task's receiver.
+///
+/// `@unchecked Sendable`: the receiver table is a `Locked`; URLSession calls the delegate on its
+/// serial delegate queue.
+private final class StreamingDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    private let receivers = Locked<[Int: any StreamReceiver]>([:])
+
+    func register(task: URLSessionTask, receiver: any StreamReceiver) {
+        receivers.withLock { $0[task.taskIdentifier] = receiver }
+    }
+
+    private func receiver(for task: URLSessionTask) -> (any StreamReceiver)? {
+        receivers.withLock { $0[task.taskIdentifier] }
+    }
+
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
+        if let http = response as? HTTPURLResponse {
+            receiver(for: dataTask)?.receive(
+                head: HTTPResponse(statusCode: http.statusCode, headers: URLSessionTransport.fields(of: http)))
+        }
+        completionHandler(.allow)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        receiver(for: dataTask)?.receive(chunk: data)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let receiver = receivers.withLock { $0.removeValue(forKey: task.taskIdentifier) }
+        receiver?.complete(error: error)
+    }
 }

@@ -1,0 +1,63 @@
+import Foundation
+
+/// Steps 1–3 of the pipeline, written once for every way an operation is run (whole responses
+/// and streamed ones): `validate` → `serialise` → `endpoint`, `parameters`, `method`, `data`,
+/// `contentType`, `headers` (each read once, in that order) → the request.
+struct PreparedRequest: Sendable {
+    /// The request to send.
+    let request: HTTPRequest
+    /// Whether repeating it is harmless: the operation's answer, or judged from what was read.
+    let isIdempotent: Bool
+
+    init<Op: CouchOperation>(preparing operation: inout Op, baseURL: URL, timeout: TimeInterval) throws(CouchError) {
+        // 1. validate
+        try operation.validate()
+        // 2. serialise
+        do {
+            try operation.serialise()
+        } catch {
+            if let couchError = error as? CouchError { throw couchError }
+            throw CouchError(
+                kind: .serialisation, message: "Building the request body failed: \(error)", underlying: error)
+        }
+        // 3. endpoint, parameters, method, data, content type, headers
+        let endpoint = operation.endpoint
+        let parameters = operation.parameters
+        let method = operation.method
+        let body = operation.data
+        let contentType = operation.contentType
+        var headers = operation.headers
+        if headers["Accept"] == nil { headers["Accept"] = "application/json" }
+        if let contentType, body != nil { headers["Content-Type"] = contentType }
+        let url = try Self.url(base: baseURL, path: endpoint, parameters: parameters)
+        request = HTTPRequest(method: method, url: url, headers: headers, body: body, timeout: timeout)
+        isIdempotent =
+            operation.isIdempotent
+            ?? RequestSafety.isSafeToRepeat(method: method, parameters: parameters, headers: headers)
+    }
+
+    /// Builds the URL from the base, the encoded path segments and the encoded query.
+    static func url(base: URL, path: CouchPath, parameters: [URLQueryItem]) throws(CouchError) -> URL {
+        guard var components = URLComponents(url: base, resolvingAgainstBaseURL: false) else {
+            throw CouchError.validation("The server URL \(base) is not a valid URL.")
+        }
+        components.user = nil
+        components.password = nil
+        let basePath =
+            components.percentEncodedPath.hasSuffix("/")
+            ? String(components.percentEncodedPath.dropLast()) : components.percentEncodedPath
+        components.percentEncodedPath = basePath + path.encoded
+        if parameters.isEmpty {
+            components.percentEncodedQuery = nil
+        } else {
+            components.percentEncodedQuery = parameters.map {
+                PercentEncoding.encode($0.name) + "=" + PercentEncoding.encode($0.value ?? "")
+            }.joined(separator: "&")
+        }
+        guard let url = components.url else {
+            throw CouchError.validation("Could not build a URL for \(path).")
+        }
+        return url
+    }
+
+}

@@ -1,0 +1,49 @@
+import Foundation
+
+/// Receives a response as it arrives: the head, then the body in pieces, then the end.
+///
+/// Calls come in order (`receive(head:)`, any number of `receive(chunk:)`, one `complete`), never
+/// concurrently, but on no particular thread.
+public protocol StreamReceiver: AnyObject, Sendable {
+    /// The status and headers (the `body` of the response is empty).
+    func receive(head: HTTPResponse)
+    /// The next piece of the body.
+    func receive(chunk: Data)
+    /// The body is complete (`error` nil), or the transfer failed.
+    func complete(error: (any Error)?)
+}
+
+/// A streamed transfer that can be paused (back-pressure: the transport stops reading from the
+/// connection, so the server's sends block) and resumed.
+public protocol StreamingTask: Cancellable {
+    /// Stops delivering chunks until `resume()`; chunks already on their way may still arrive.
+    func pause()
+    /// Delivers chunks again.
+    func resume()
+}
+
+extension Transport {
+    /// The default streaming: sends the request with ``send(_:completion:)`` and delivers the
+    /// whole body as one chunk. Transports that can do better (``URLSessionTransport``) override it.
+    public func stream(_ request: HTTPRequest, receiver: any StreamReceiver) -> any StreamingTask {
+        let cancellable = send(request) { result in
+            switch result {
+            case .success(let response):
+                receiver.receive(head: HTTPResponse(statusCode: response.statusCode, headers: response.headers))
+                if !response.body.isEmpty { receiver.receive(chunk: response.body) }
+                receiver.complete(error: nil)
+            case .failure(let error):
+                receiver.complete(error: error)
+            }
+        }
+        return WholeBodyStreamingTask(inner: cancellable)
+    }
+}
+
+/// A `StreamingTask` over a transfer that cannot pause.
+struct WholeBodyStreamingTask: StreamingTask {
+    let inner: any Cancellable
+    func cancel() { inner.cancel() }
+    func pause() {}
+    func resume() {}
+}
