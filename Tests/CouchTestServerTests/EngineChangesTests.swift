@@ -1,0 +1,87 @@
+import CouchQuery
+import Foundation
+import Testing
+
+@testable import CouchTestServer
+
+@Suite struct EngineChangesTests {
+    private func seqNumber(_ json: JSON?) -> Int? {
+        guard let s = json?.stringValue else { return nil }
+        return SequenceToken.decode(s)
+    }
+
+    @Test func normalFeedSequencesAndPending() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db?q=1")
+        for id in ["a", "b", "c"] { engine.send("PUT", "/db/\(id)", json: ["id": .string(id)]) }
+        let revA = engine.send("GET", "/db/a").json["_rev"]!.stringValue!
+        engine.send("PUT", "/db/a", json: ["_rev": .string(revA), "id": "a2"])
+        let all = engine.send("GET", "/db/_changes").json
+        let rows = try #require(all["results"]?.arrayValue)
+        #expect(rows.map { $0["id"] } == ["b", "c", "a"])
+        #expect(rows.map { seqNumber($0["seq"]) } == [2, 3, 4])
+        #expect(seqNumber(all["last_seq"]) == 4)
+        #expect(all["pending"] == 0)
+        let page = engine.send("GET", "/db/_changes?limit=1").json
+        #expect(page["pending"] == 2)
+        let since = page["last_seq"]!.stringValue!
+        let rest = engine.send("GET", "/db/_changes?since=\(since)").json
+        #expect(rest["results"]?.arrayValue?.map { $0["id"] } == ["c", "a"])
+        #expect(engine.send("GET", "/db/_changes?since=bogus").status == 400)
+        let design = engine.send("GET", "/db/_changes?filter=_design").json
+        #expect(design["results"] == [])
+    }
+
+    @Test func longpollWakesUpOnAWrite() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        let writer = Thread {
+            Thread.sleep(forTimeInterval: 0.2)
+            engine.send("PUT", "/db/late", json: ["x": 1])
+        }
+        writer.start()
+        let reply = engine.send("GET", "/db/_changes?feed=longpoll&since=now&timeout=10000")
+        #expect(reply.json["results"]?.arrayValue?.map { $0["id"] } == ["late"])
+        let timedOut = engine.send("GET", "/db/_changes?feed=longpoll&since=now&timeout=100")
+        #expect(timedOut.json["results"] == [])
+    }
+
+    @Test func continuousFeedStreamsNewWritesAndEndsOnTimeout() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        engine.send("PUT", "/db/first", json: [:])
+        let writer = Thread {
+            Thread.sleep(forTimeInterval: 0.2)
+            engine.send("PUT", "/db/second", json: [:])
+        }
+        writer.start()
+        let reply = engine.send("GET", "/db/_changes?feed=continuous&timeout=800")
+        let lines = reply.text.split(separator: "\n").compactMap { try? JSON.parse(String($0)) }
+        #expect(lines.compactMap { $0["id"] } == ["first", "second"])
+        #expect(lines.last?["last_seq"] != nil)
+    }
+
+    @Test func continuousFeedStopsWhenTheEngineCloses() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        let closer = Thread {
+            Thread.sleep(forTimeInterval: 0.2)
+            engine.close()
+        }
+        closer.start()
+        let start = Date()
+        _ = engine.send("GET", "/db/_changes?feed=continuous&heartbeat=50", streamSeconds: 20)
+        #expect(Date().timeIntervalSince(start) < 10)
+    }
+
+    @Test func selectorAndDocIDFilters() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        engine.send("POST", "/db/_bulk_docs", json: ["docs": [["_id": "a", "t": "x"], ["_id": "b", "t": "y"], ["_id": "c", "t": "x"]]])
+        let selected = engine.send("POST", "/db/_changes?filter=_selector", json: ["selector": ["t": "x"]]).json
+        #expect(selected["results"]?.arrayValue?.map { $0["id"] } == ["a", "c"])
+        let ids = engine.send("POST", "/db/_changes?filter=_doc_ids", json: ["doc_ids": ["b"]]).json
+        #expect(ids["results"]?.arrayValue?.map { $0["id"] } == ["b"])
+        #expect(ids["pending"] == 2)
+    }
+}

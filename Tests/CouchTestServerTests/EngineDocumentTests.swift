@@ -1,0 +1,116 @@
+import CouchQuery
+import Foundation
+import Testing
+
+@testable import CouchTestServer
+
+@Suite struct EngineDocumentTests {
+    @Test func revisionsChainAndConflictsAreDetected() throws {
+        let engine = try CouchEngine(options: testOptions())
+        #expect(engine.send("PUT", "/db").status == 201)
+        let r1 = engine.send("PUT", "/db/doc", json: ["v": 1])
+        #expect(r1.status == 201)
+        let rev1 = try #require(r1.json["rev"]?.stringValue)
+        #expect(rev1.hasPrefix("1-") && rev1.count == 34)
+        #expect(r1.headers["ETag"] == "\"\(rev1)\"")
+        // Same body, same parent: same revision (deterministic like CouchDB).
+        #expect(engine.send("PUT", "/other", json: nil).status == 201)
+        #expect(engine.send("PUT", "/other/doc", json: ["v": 1]).json["rev"]?.stringValue == rev1)
+
+        #expect(engine.send("PUT", "/db/doc", json: ["v": 2]).status == 409)
+        let r2 = engine.send("PUT", "/db/doc", json: ["_rev": .string(rev1), "v": 2])
+        let rev2 = try #require(r2.json["rev"]?.stringValue)
+        #expect(rev2.hasPrefix("2-"))
+        #expect(engine.send("PUT", "/db/doc", json: ["_rev": .string(rev1), "v": 3]).json["error"] == "conflict")
+
+        let revs = engine.send("GET", "/db/doc?revs=true").json
+        #expect(revs["_revisions"]?["start"] == 2)
+        #expect(revs["_revisions"]?["ids"]?.arrayValue?.count == 2)
+        #expect(engine.send("GET", "/db/doc?rev=\(rev1)").json["v"] == 1)
+        #expect(engine.send("GET", "/db/doc", headers: [("If-None-Match", "\"\(rev2)\"")]).status == 304)
+    }
+
+    @Test func replicatedBranchesPickTheWinnerLikeCouchDB() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        let write = engine.send("POST", "/db/_bulk_docs", json: [
+            "new_edits": false,
+            "docs": [
+                ["_id": "c", "_rev": "1-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "v": "a"],
+                ["_id": "c", "_rev": "1-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "v": "b"],
+                ["_id": "r", "_rev": "3-cccccccccccccccccccccccccccccccc",
+                 "_revisions": ["start": 3, "ids": ["cccccccccccccccccccccccccccccccc", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"]]],
+            ],
+        ])
+        #expect(write.status == 201)
+        #expect(write.json == [])
+        let doc = engine.send("GET", "/db/c?conflicts=true").json
+        #expect(doc["_rev"] == "1-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb")
+        #expect(doc["_conflicts"] == ["1-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"])
+        // Deleting the winner makes the other branch win.
+        let del = engine.send("DELETE", "/db/c?rev=1-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb")
+        #expect(del.status == 200)
+        let after = engine.send("GET", "/db/c?deleted_conflicts=true").json
+        #expect(after["_rev"] == "1-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
+        #expect(after["_deleted_conflicts"]?.arrayValue?.count == 1)
+        let info = engine.send("GET", "/db/r?revs_info=true").json
+        #expect(info["_revs_info"]?.arrayValue?.map { $0["status"] } == ["available", "missing"])
+        let diff = engine.send("POST", "/db/_revs_diff", json: ["r": ["3-cccccccccccccccccccccccccccccccc", "4-dddd"]]).json
+        #expect(diff["r"]?["missing"] == ["4-dddd"])
+        #expect(diff["r"]?["possible_ancestors"] == ["3-cccccccccccccccccccccccccccccccc"])
+    }
+
+    @Test func tombstonesAndRecreation() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        let rev1 = engine.send("PUT", "/db/d", json: ["a": 1]).json["rev"]!.stringValue!
+        let del = engine.send("DELETE", "/db/d", headers: [("If-Match", rev1)])
+        #expect(del.status == 200)
+        #expect(engine.send("GET", "/db/d").json["reason"] == "deleted")
+        let reborn = engine.send("PUT", "/db/d", json: ["a": 2])
+        #expect(reborn.json["rev"]?.stringValue?.hasPrefix("3-") == true)
+        let info = engine.send("GET", "/db").json
+        #expect(info["doc_count"] == 1)
+        #expect(info["doc_del_count"] == 0)
+    }
+
+    @Test func localDocumentsAndAllDocs() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        #expect(engine.send("PUT", "/db/_local/x", json: ["s": 1]).json["rev"] == "0-1")
+        #expect(engine.send("PUT", "/db/_local/x", json: ["_rev": "0-1", "s": 2]).json["rev"] == "0-2")
+        engine.send("POST", "/db/_bulk_docs", json: ["docs": [["_id": "b"], ["_id": "a"], ["_id": "c"]]])
+        let all = engine.send("GET", "/db/_all_docs?startkey=%22b%22").json
+        #expect(all["total_rows"] == 3)
+        #expect(all["offset"] == 1)
+        #expect(all["rows"]?.arrayValue?.map { $0["id"] } == ["b", "c"])
+        let local = engine.send("GET", "/db/_local_docs").json
+        #expect(local["total_rows"] == .null)
+        #expect(local["rows"]?.arrayValue?.count == 1)
+        #expect(engine.send("DELETE", "/db/_local/x?rev=0-2").json["rev"] == "0-0")
+    }
+
+    @Test func attachmentsRoundTripBinarySafe() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        let bytes = Data((0..<256).map { UInt8($0) })
+        let put = engine.send("PUT", "/db/doc/dir/blob.bin", body: bytes, headers: [("Content-Type", "application/octet-stream")])
+        #expect(put.status == 201)
+        let rev = put.json["rev"]!.stringValue!
+        let get = engine.send("GET", "/db/doc/dir/blob.bin")
+        #expect(get.data == bytes)
+        #expect(get.headers["Accept-Ranges"] == "bytes")
+        let range = engine.send("GET", "/db/doc/dir/blob.bin", headers: [("Range", "bytes=10-19")])
+        #expect(range.status == 206)
+        #expect(range.data == bytes.subdata(in: 10..<20))
+        let stub = engine.send("GET", "/db/doc").json["_attachments"]?["dir/blob.bin"]
+        #expect(stub?["length"] == 256)
+        #expect(stub?["stub"] == true)
+        // Updating with the stub keeps the attachment.
+        let update = engine.send("PUT", "/db/doc", json: ["_rev": .string(rev), "x": 1, "_attachments": ["dir/blob.bin": ["stub": true]]])
+        #expect(update.status == 201)
+        #expect(engine.send("GET", "/db/doc/dir/blob.bin").data == bytes)
+        let inline = engine.send("GET", "/db/doc?attachments=true").json["_attachments"]?["dir/blob.bin"]?["data"]
+        #expect(inline?.stringValue == bytes.base64EncodedString())
+    }
+}
