@@ -35,6 +35,7 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
     let serverUUID: String
     let adminSalt: String
     let uuids = UUIDGenerator()
+    let node: NodeState
     private let dataDirectory: DataDirectory?
     private let stateLock = NSLock()
     private var databases: [String: Database] = [:]
@@ -43,6 +44,7 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
     /// Creates the engine; with `options.dataDirectory` set, loads every database kept there.
     public init(options: Options = Options()) throws {
         self.options = options
+        node = NodeState(options: options)
         var secret = Crypto.randomBytes(32)
         var uuid = Crypto.hex(Crypto.randomBytes(16))
         if let root = options.dataDirectory {
@@ -80,6 +82,7 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
             var blobs: [String: Data] = [:]
             for record in records.dropFirst() { db.replay(record, blobs: &blobs) }
             db.log = try DatabaseLog(url: file)
+            attachNotifier(db)
             databases[name] = db
         }
     }
@@ -98,7 +101,23 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
         return databases.keys.sorted(by: idLess)
     }
 
+    /// Reports every committed write of a database to `_db_updates`.
+    private func attachNotifier(_ db: Database) {
+        let node = self.node
+        let name = db.name
+        db.onCommit = { node.noteUpdate(name, "updated") }
+    }
+
     func createDatabase(name: String, partitioned: Bool, q: Int, n: Int) -> Result<Database, CouchError> {
+        let result = createDatabaseLocked(name: name, partitioned: partitioned, q: q, n: n)
+        if case .success(let db) = result {
+            attachNotifier(db)
+            node.noteUpdate(name, "created")
+        }
+        return result
+    }
+
+    private func createDatabaseLocked(name: String, partitioned: Bool, q: Int, n: Int) -> Result<Database, CouchError> {
         stateLock.lock()
         defer { stateLock.unlock() }
         if databases[name] != nil {
@@ -138,6 +157,7 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
             db.log = nil
             db.cond.broadcast()
         }
+        node.noteUpdate(name, "deleted")
         return true
     }
 
@@ -195,6 +215,7 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
                 db.cond.broadcast()
             }
         }
+        node.withLock { node.cond.broadcast() }
     }
 
     /// Moves the engine's clock forward (tests of cookie expiry and renewal).

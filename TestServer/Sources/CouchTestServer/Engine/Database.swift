@@ -40,6 +40,8 @@ final class Database: @unchecked Sendable {
     /// Set once the database is deleted: waiting feeds stop.
     var isDeleted = false
     var log: DatabaseLog?
+    /// Called (lock held) after each committed document write.
+    var onCommit: (@Sendable () -> Void)?
     private var loggedBlobs = Set<String>()
     private(set) var externalSize = 0
 
@@ -147,6 +149,7 @@ final class Database: @unchecked Sendable {
         }
         apply(id: id, nodes: nodes, seq: seq)
         cond.broadcast()
+        onCommit?()
     }
 
     static func encode(_ node: RevNode) -> JSON {

@@ -77,7 +77,10 @@ extension CouchEngine {
             return try replicate(ctx)
         case "_node":
             try requireServerAdmin(ctx.user)
-            return Reply.json(200, ["name": "couchdb@127.0.0.1"])
+            return try nodeEndpoint(ctx)
+        case "_db_updates":
+            try requireServerAdmin(ctx.user)
+            return try dbUpdates(ctx)
         default:
             try requireServerAdmin(ctx.user)
             if ctx.segments.count == 1, ctx.method == "PUT" { try validateDatabaseName(name) }

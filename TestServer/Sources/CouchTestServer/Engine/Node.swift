@@ -1,0 +1,217 @@
+import CouchQuery
+import Foundation
+
+/// Server-wide state that is not a database: node configuration and the `_db_updates` log.
+final class NodeState: @unchecked Sendable {
+    // Safe: every member is only touched while `cond` is locked.
+    let cond = NSCondition()
+    private(set) var config: [String: [String: String]]
+    /// Latest event per database, with a global counter as sequence.
+    private var updates: [String: (seq: Int, type: String)] = [:]
+    private(set) var updateSeq = 0
+    let startTime = Date()
+
+    init(options: CouchEngine.Options) {
+        config = [
+            "couchdb": [
+                "max_document_size": "8000000", "uuid": "", "database_dir": "./data", "view_index_dir": "./data",
+                "default_security": "admin_only", "max_dbs_open": "500",
+            ],
+            "chttpd": ["port": "5984", "bind_address": "127.0.0.1", "require_valid_user": "false", "max_http_request_size": "4294967296"],
+            "chttpd_auth": ["timeout": String(options.sessionTimeout), "allow_persistent_cookies": "true", "iterations": String(options.passwordIterations)],
+            "couch_httpd_auth": ["authentication_db": "_users"],
+            "attachments": ["compression_level": "8", "compressible_types": "text/*, application/javascript, application/json, application/xml"],
+            "cluster": ["q": "2", "n": "1"],
+            "log": ["level": "info"],
+            "admins": [options.adminName: "-pbkdf2-hidden"],
+        ]
+    }
+
+    func withLock<T>(_ body: () -> T) -> T {
+        cond.lock()
+        defer { cond.unlock() }
+        return body()
+    }
+
+    func setConfig(_ section: String, _ key: String, _ value: String?) -> String? {
+        withLock {
+            let old = config[section]?[key]
+            if let value {
+                config[section, default: [:]][key] = value
+            } else {
+                config[section]?[key] = nil
+                if config[section]?.isEmpty == true { config[section] = nil }
+            }
+            return old
+        }
+    }
+
+    func noteUpdate(_ db: String, _ type: String) {
+        cond.lock()
+        updateSeq += 1
+        if updates[db]?.type == "created", type == "updated" {
+            updates[db] = (updateSeq, "created")
+        } else {
+            updates[db] = (updateSeq, type)
+        }
+        cond.broadcast()
+        cond.unlock()
+    }
+
+    /// Events after `since`, in order (lock held).
+    func events(since: Int) -> [(db: String, type: String, seq: Int)] {
+        updates.filter { $0.value.seq > since }.map { ($0.key, $0.value.type, $0.value.seq) }.sorted { $0.seq < $1.seq }
+    }
+}
+
+extension CouchEngine {
+    func nodeEndpoint(_ ctx: RequestContext) throws(CouchError) -> ServerResponse {
+        let segments = ctx.segments
+        guard segments.count >= 2 else { throw CouchError.notFound("missing") }
+        guard segments[1] == "_local" || segments[1] == "couchdb@127.0.0.1" || segments[1] == "nonode@nohost" else {
+            throw CouchError(404, "not_found", "unknown_node")
+        }
+        if segments.count == 2 { return Reply.json(200, ["name": "couchdb@127.0.0.1"]) }
+        switch segments[2] {
+        case "_config":
+            return try configEndpoint(ctx, Array(segments.dropFirst(3)))
+        case "_stats":
+            return Reply.json(200, [
+                "couchdb": [
+                    "request_time": ["value": ["min": 0, "max": 0, "arithmetic_mean": 0], "type": "histogram", "desc": "length of a request inside CouchDB without MochiWeb"],
+                    "open_databases": ["value": .int(Int64(allDatabaseNames().count)), "type": "counter", "desc": "number of open databases"],
+                ],
+            ])
+        case "_system":
+            let uptime = Int64(Date().timeIntervalSince(node.startTime))
+            return Reply.json(200, [
+                "uptime": .int(uptime), "memory": ["other": 0, "atom": 0, "processes": 0, "binary": 0, "ets": 0],
+                "run_queue": 0, "ets_table_count": 0, "context_switches": 0, "reductions": 0, "garbage_collection_count": 0,
+                "words_reclaimed": 0, "io_input": 0, "io_output": 0, "os_proc_count": 0, "stale_proc_count": 0,
+                "process_count": 0, "process_limit": 262144, "message_queues": [:], "internal_replication_jobs": 0,
+                "distribution": [:],
+            ])
+        case "_versions":
+            return Reply.json(200, ["erlang_version": "26", "javascript_engine": ["name": "none", "version": "0"]])
+        default:
+            throw CouchError.notFound("missing")
+        }
+    }
+
+    private func configEndpoint(_ ctx: RequestContext, _ rest: [String]) throws(CouchError) -> ServerResponse {
+        switch rest.count {
+        case 0:
+            guard ctx.method == "GET" || ctx.method == "HEAD" else { throw CouchError.methodNotAllowed("GET") }
+            let config = node.withLock { node.config }
+            let body: JSON = .object(config.keys.sorted().map { section in
+                (section, .object(config[section]!.keys.sorted().map { ($0, JSON.string(config[section]![$0]!)) }))
+            })
+            return Reply.json(200, body)
+        case 1:
+            guard ctx.method == "GET" || ctx.method == "HEAD" else { throw CouchError.methodNotAllowed("GET") }
+            let section = node.withLock { node.config[rest[0]] ?? [:] }
+            return Reply.json(200, .object(section.keys.sorted().map { ($0, JSON.string(section[$0]!)) }))
+        case 2:
+            let (section, key) = (rest[0], rest[1])
+            switch ctx.method {
+            case "GET", "HEAD":
+                guard let value = node.withLock({ node.config[section]?[key] }) else {
+                    throw CouchError(404, "not_found", "unknown_config_value")
+                }
+                return Reply.json(200, .string(value))
+            case "PUT":
+                let body = try ctx.request.jsonBody()
+                guard let value = body.stringValue else {
+                    throw CouchError.badRequest("config values must be strings")
+                }
+                let old = node.setConfig(section, key, value)
+                return Reply.json(200, .string(old ?? ""))
+            case "DELETE":
+                guard let old = node.setConfig(section, key, nil) else {
+                    throw CouchError(404, "not_found", "unknown_config_value")
+                }
+                return Reply.json(200, .string(old))
+            default:
+                throw CouchError.methodNotAllowed("DELETE,GET,PUT")
+            }
+        default:
+            throw CouchError.notFound("missing")
+        }
+    }
+
+    func dbUpdates(_ ctx: RequestContext) throws(CouchError) -> ServerResponse {
+        guard ctx.method == "GET" || ctx.method == "HEAD" || ctx.method == "POST" else {
+            throw CouchError.methodNotAllowed("GET,HEAD,POST")
+        }
+        let request = ctx.request
+        let feed = request.queryValue("feed") ?? "normal"
+        var since = 0
+        if let s = request.queryValue("since") {
+            if s == "now" { since = self.node.withLock { self.node.updateSeq } } else {
+                guard let n = SequenceToken.decode(s) else {
+                    throw CouchError.badRequest("Malformed sequence supplied in 'since' parameter.")
+                }
+                since = n
+            }
+        }
+        let timeout = Double(Int(request.queryValue("timeout") ?? "") ?? 60000) / 1000
+        let heartbeat = request.queryValue("heartbeat").flatMap { $0 == "true" ? 60000 : Int($0) }
+        @Sendable func row(_ e: (db: String, type: String, seq: Int)) -> JSON {
+            .object([("db_name", .string(e.db)), ("type", .string(e.type)), ("seq", .string(SequenceToken.encode(e.seq, db: "_dbs")))])
+        }
+        let node = self.node
+        switch feed {
+        case "longpoll", "continuous", "eventsource":
+            if feed == "longpoll" {
+                let deadline = Date().addingTimeInterval(timeout)
+                let (events, last): ([(db: String, type: String, seq: Int)], Int) = node.withLock {
+                    var events = node.events(since: since)
+                    while events.isEmpty, Date() < deadline, !isClosed {
+                        _ = node.cond.wait(until: deadline)
+                        events = node.events(since: since)
+                    }
+                    return (events, node.updateSeq)
+                }
+                let body = JSON.object([("results", .array(events.map(row))), ("last_seq", .string(SequenceToken.encode(last, db: "_dbs")))])
+                return Reply.json(200, body)
+            }
+            var response = ServerResponse(status: 200)
+            response.headers.add("Content-Type", "application/json")
+            response.headers.add("Cache-Control", "must-revalidate")
+            let engine = self
+            let start = since
+            response.body = .stream { writer in
+                var position = start
+                var deadline = Date().addingTimeInterval(timeout)
+                while true {
+                    let events = node.withLock { node.events(since: position) }
+                    for e in events {
+                        if !writer.write(Data((row(e).serialized + "\n").utf8)) { return }
+                        position = e.seq
+                        deadline = Date().addingTimeInterval(timeout)
+                    }
+                    let wakeAt = heartbeat.map { Date().addingTimeInterval(Double($0) / 1000) } ?? deadline
+                    let changed: Bool = node.withLock {
+                        let seen = node.updateSeq
+                        while node.updateSeq == seen, Date() < wakeAt, !engine.isClosed { _ = node.cond.wait(until: wakeAt) }
+                        return node.updateSeq != seen
+                    }
+                    if engine.isClosed { return }
+                    if changed { continue }
+                    if heartbeat != nil {
+                        if !writer.write(Data("\n".utf8)) { return }
+                        continue
+                    }
+                    let last = JSON.object([("last_seq", .string(SequenceToken.encode(position, db: "_dbs")))])
+                    writer.write(Data((last.serialized + "\n").utf8))
+                    return
+                }
+            }
+            return response
+        default:
+            let (events, last) = node.withLock { (node.events(since: since), node.updateSeq) }
+            let body = JSON.object([("results", .array(events.map(row))), ("last_seq", .string(SequenceToken.encode(last, db: "_dbs")))])
+            return Reply.json(200, body)
+        }
+    }
+}

@@ -1,0 +1,51 @@
+import CouchQuery
+import Foundation
+import Testing
+
+@testable import CouchTestServer
+
+@Suite struct EngineServerTests {
+    @Test func nodeConfigurationRoundTrip() throws {
+        let engine = try CouchEngine(options: testOptions())
+        #expect(engine.send("GET", "/_node/_local").json["name"] == "couchdb@127.0.0.1")
+        #expect(engine.send("GET", "/_node/_local/_config/chttpd_auth/timeout").json == "600")
+        #expect(engine.send("PUT", "/_node/_local/_config/x/y", json: "1").json == "")
+        #expect(engine.send("PUT", "/_node/_local/_config/x/y", json: "2").json == "1")
+        #expect(engine.send("GET", "/_node/_local/_config/x").json == ["y": "2"])
+        #expect(engine.send("DELETE", "/_node/_local/_config/x/y").json == "2")
+        #expect(engine.send("GET", "/_node/_local/_config/x/y").status == 404)
+        #expect(engine.send("GET", "/_node/_local/_config", auth: .anonymous).status == 401)
+    }
+
+    @Test func databaseUpdatesFeed() throws {
+        let engine = try CouchEngine(options: testOptions())
+        let start = engine.send("GET", "/_db_updates").json["last_seq"]!.stringValue!
+        engine.send("PUT", "/one")
+        engine.send("PUT", "/one/doc", json: [:])
+        engine.send("PUT", "/two")
+        engine.send("DELETE", "/two")
+        let events = engine.send("GET", "/_db_updates?since=\(start)").json["results"]?.arrayValue ?? []
+        #expect(events.map { $0["db_name"] } == ["one", "two"])
+        #expect(events.map { $0["type"] } == ["created", "deleted"])
+        let writer = Thread {
+            Thread.sleep(forTimeInterval: 0.2)
+            engine.send("PUT", "/three")
+        }
+        writer.start()
+        let polled = engine.send("GET", "/_db_updates?feed=longpoll&since=now&timeout=5000").json
+        #expect(polled["results"]?.arrayValue?.first?["db_name"] == "three")
+    }
+
+    @Test func welcomeUuidsAndErrors() throws {
+        let engine = try CouchEngine(options: testOptions())
+        let welcome = engine.send("GET", "/", auth: .anonymous)
+        #expect(welcome.json["version"] == "3.5.0")
+        #expect(engine.send("GET", "/_uuids?count=5").json["uuids"]?.arrayValue?.count == 5)
+        #expect(engine.send("GET", "/_uuids?count=abc").status == 400)
+        #expect(engine.send("PUT", "/Bad").json["error"] == "illegal_database_name")
+        #expect(engine.send("GET", "/_nonexistent").json["reason"] == "Database does not exist.")
+        let head = engine.send("HEAD", "/_users")
+        #expect(head.status == 200 && head.data.isEmpty && head.headers["Content-Length"] != nil)
+        #expect(engine.send("PATCH", "/_users/x").headers["Allow"] == "DELETE,GET,HEAD,POST,PUT,COPY")
+    }
+}
