@@ -15,29 +15,68 @@ public struct DocumentWriteResponse: Codable, Sendable, Equatable {
     }
 }
 
+extension RevisionPlacement {
+    /// `rev=` when the revision goes in the query string.
+    func queryItems(_ revision: String?) -> [URLQueryItem] {
+        guard let revision, self == .query else { return [] }
+        return [URLQueryItem(name: "rev", value: revision)]
+    }
+
+    /// `If-Match:` when the revision goes in a header.
+    func headers(_ revision: String?) -> HTTPFields {
+        var fields = HTTPFields()
+        if let revision, self == .ifMatch { fields["If-Match"] = revision }
+        return fields
+    }
+}
+
+/// Encodes a document body, insisting on a JSON object as CouchDB does.
+enum DocumentBody {
+    static func encode<T: Encodable>(_ document: T) throws -> Data {
+        let body = try JSONEncoder.couch.encode(document)
+        guard body.first == UInt8(ascii: "{") else {
+            throw CouchError.serialisation(
+                "A document must encode to a JSON object, not \(T.self) as a scalar or array.")
+        }
+        return body
+    }
+}
+
 /// `PUT /{db}/{docid}` — creates or updates a document from any `Encodable` value.
 ///
-/// Pass `revision` to update (sent as `?rev=`); leave it nil to create. The id is percent-encoded
-/// as one path segment (`a/b` → `a%2Fb`); `_design/` and `_local/` ids keep their prefix.
+/// Pass `revision` to update (sent as `?rev=`, or as `If-Match` with `revisionPlacement: .ifMatch`);
+/// leave it nil to create, or when the body carries `_rev` itself. The id is percent-encoded as one
+/// path segment (`a/b` → `a%2Fb`); `_design/` and `_local/` ids keep their prefix. With `batch`,
+/// CouchDB answers 202 before writing and the response has no `rev`. Use
+/// ``CouchDocument`` to send `_id`/`_rev`/`_attachments` alongside your own type.
 public struct PutDocumentOperation<Document: Encodable & Sendable>: JSONOperation {
     public typealias Response = DocumentWriteResponse
 
+    /// The database name.
     public var database: String
+    /// The document id.
     public var id: String
+    /// The document body.
     public var document: Document
     /// The revision being updated; nil to create a new document. Defaults to nil.
     public var revision: String?
     /// Ask the server to write later and answer 202 at once (`batch=ok`). Defaults to false.
     public var batch: Bool
+    /// Where `revision` is sent. Defaults to `.query` (`?rev=`).
+    public var revisionPlacement: RevisionPlacement
 
     private var body: Data?
 
-    public init(database: String, id: String, document: Document, revision: String? = nil, batch: Bool = false) {
+    public init(
+        database: String, id: String, document: Document, revision: String? = nil, batch: Bool = false,
+        revisionPlacement: RevisionPlacement = .query
+    ) {
         self.database = database
         self.id = id
         self.document = document
         self.revision = revision
         self.batch = batch
+        self.revisionPlacement = revisionPlacement
     }
 
     public func validate() throws(CouchError) {
@@ -47,61 +86,81 @@ public struct PutDocumentOperation<Document: Encodable & Sendable>: JSONOperatio
     }
 
     public mutating func serialise() throws {
-        body = try JSONEncoder.couch.encode(document)
-        guard body?.first == UInt8(ascii: "{") else {
-            throw CouchError.serialisation(
-                "A document must encode to a JSON object, not \(Document.self) as a scalar or array.")
-        }
+        body = try DocumentBody.encode(document)
     }
 
     public var endpoint: CouchPath { .document(database, id) }
     public var method: HTTPMethod { .put }
     public var data: Data? { body }
+    public var headers: HTTPFields { revisionPlacement.headers(revision) }
 
     public var parameters: [URLQueryItem] {
-        var items: [URLQueryItem] = []
-        if let revision { items.append(URLQueryItem(name: "rev", value: revision)) }
+        var items = revisionPlacement.queryItems(revision)
         if batch { items.append(URLQueryItem(name: "batch", value: "ok")) }
         return items
     }
 }
 
-/// `GET /{db}/{docid}` — reads a document into any `Decodable` type (or ``JSONValue``).
+/// `GET /{db}/{docid}` — reads a document into any `Decodable` type (or ``JSONValue``, or
+/// ``CouchDocument`` to get `_rev`, `_conflicts`, `_attachments`... next to your own type).
+///
+/// Every read option CouchDB has is in ``options`` (`revs`, `revs_info`, `conflicts`,
+/// `deleted_conflicts`, `attachments`, `atts_since`, `att_encoding_info`, `latest`, `local_seq`,
+/// `meta`); `open_revs` returns several revisions and has its own operation,
+/// ``GetOpenRevisionsOperation``. A missing or deleted document is a 404 ``CouchError`` whose
+/// `reason` is `missing` or `deleted`.
 public struct GetDocumentOperation<Document: Decodable & Sendable>: JSONOperation {
     public typealias Response = Document
 
+    /// The database name.
     public var database: String
+    /// The document id.
     public var id: String
-    /// Read this revision instead of the winning one. Defaults to nil.
+    /// Read this revision instead of the winning one (`rev`). Defaults to nil.
     public var revision: String?
-    /// Include `_conflicts`. Defaults to false.
-    public var conflicts: Bool
-    /// Include `_revisions` (the revision history). Defaults to false.
-    public var revisions: Bool
+    /// The read options. Defaults to none.
+    public var options: DocumentReadOptions
 
     public init(database: String, id: String, revision: String? = nil, conflicts: Bool = false, revisions: Bool = false)
     {
+        self.init(
+            database: database, id: id, revision: revision,
+            options: DocumentReadOptions(revisions: revisions, conflicts: conflicts))
+    }
+
+    public init(database: String, id: String, revision: String? = nil, options: DocumentReadOptions) {
         self.database = database
         self.id = id
         self.revision = revision
-        self.conflicts = conflicts
-        self.revisions = revisions
+        self.options = options
+    }
+
+    /// Include `_conflicts`. Defaults to false. (Same as `options.conflicts`.)
+    public var conflicts: Bool {
+        get { options.conflicts }
+        set { options.conflicts = newValue }
+    }
+
+    /// Include `_revisions` (the revision history). Defaults to false. (Same as `options.revisions`.)
+    public var revisions: Bool {
+        get { options.revisions }
+        set { options.revisions = newValue }
     }
 
     public func validate() throws(CouchError) {
         try CouchValidation.validateDatabaseName(database)
         try CouchValidation.validateDocumentID(id)
         if let revision { try CouchValidation.validateRevision(revision) }
+        try options.validate()
     }
 
     public var endpoint: CouchPath { .document(database, id) }
 
     public var parameters: [URLQueryItem] {
-        var items: [URLQueryItem] = []
-        if let revision { items.append(URLQueryItem(name: "rev", value: revision)) }
-        if conflicts { items.append(URLQueryItem(name: "conflicts", value: "true")) }
-        if revisions { items.append(URLQueryItem(name: "revs", value: "true")) }
-        return items
+        var query = QueryParameters()
+        query.add("rev", revision)
+        query.append(options.parameters)
+        return query.queryItems
     }
 }
 
@@ -109,18 +168,31 @@ public struct GetDocumentOperation<Document: Decodable & Sendable>: JSONOperatio
 public typealias GetJSONDocumentOperation = GetDocumentOperation<JSONValue>
 
 /// `DELETE /{db}/{docid}?rev=` — deletes a document (writes a tombstone revision).
+///
+/// The revision goes in `?rev=` or, with `revisionPlacement: .ifMatch`, in an `If-Match` header.
 public struct DeleteDocumentOperation: JSONOperation {
     public typealias Response = DocumentWriteResponse
 
+    /// The database name.
     public var database: String
+    /// The document id.
     public var id: String
     /// The revision being deleted (required by CouchDB).
     public var revision: String
+    /// Ask the server to write later and answer 202 at once (`batch=ok`). Defaults to false.
+    public var batch: Bool
+    /// Where `revision` is sent. Defaults to `.query` (`?rev=`).
+    public var revisionPlacement: RevisionPlacement
 
-    public init(database: String, id: String, revision: String) {
+    public init(
+        database: String, id: String, revision: String, batch: Bool = false,
+        revisionPlacement: RevisionPlacement = .query
+    ) {
         self.database = database
         self.id = id
         self.revision = revision
+        self.batch = batch
+        self.revisionPlacement = revisionPlacement
     }
 
     public func validate() throws(CouchError) {
@@ -131,5 +203,11 @@ public struct DeleteDocumentOperation: JSONOperation {
 
     public var endpoint: CouchPath { .document(database, id) }
     public var method: HTTPMethod { .delete }
-    public var parameters: [URLQueryItem] { [URLQueryItem(name: "rev", value: revision)] }
+    public var headers: HTTPFields { revisionPlacement.headers(revision) }
+
+    public var parameters: [URLQueryItem] {
+        var items = revisionPlacement.queryItems(revision)
+        if batch { items.append(URLQueryItem(name: "batch", value: "ok")) }
+        return items
+    }
 }

@@ -1,0 +1,102 @@
+import Foundation
+
+/// Builds the query parameters of an operation from typed options, skipping the ones left nil.
+///
+/// Every option of a query is kept as a name and a JSON value, so the same options can be sent
+/// either as a query string (`GET`) or as members of a JSON body (`POST .../queries`).
+struct QueryParameters: Sendable, Equatable {
+    /// The options, in the order they were added.
+    private(set) var fields: [(name: String, value: JSONValue, isJSON: Bool)] = []
+
+    static func == (lhs: QueryParameters, rhs: QueryParameters) -> Bool {
+        lhs.fields.elementsEqual(rhs.fields) { $0.name == $1.name && $0.value == $1.value && $0.isJSON == $1.isJSON }
+    }
+
+    /// Adds `name=true|false` when `value` is set.
+    mutating func add(_ name: String, _ value: Bool?) {
+        if let value { fields.append((name, .bool(value), false)) }
+    }
+
+    /// Adds `name=true` only when `value` is true (for flags whose `false` is the server's default).
+    mutating func flag(_ name: String, _ value: Bool) {
+        if value { fields.append((name, .bool(true), false)) }
+    }
+
+    /// Adds `name=N` when `value` is set.
+    mutating func add(_ name: String, _ value: Int?) {
+        if let value { fields.append((name, .int(Int64(value)), false)) }
+    }
+
+    /// Adds `name=text` (not JSON-quoted in a query string) when `value` is set.
+    mutating func add(_ name: String, _ value: String?) {
+        if let value { fields.append((name, .string(value), false)) }
+    }
+
+    /// Adds `name=<JSON text>` when `value` is set (`key="a"`, `keys=["a","b"]`).
+    mutating func addJSON(_ name: String, _ value: JSONValue?) {
+        if let value { fields.append((name, value, true)) }
+    }
+
+    /// Appends every field of `other`.
+    mutating func append(_ other: QueryParameters) {
+        fields += other.fields
+    }
+
+    /// Removes the field `name`.
+    mutating func remove(_ name: String) {
+        fields.removeAll { $0.name == name }
+    }
+
+    /// The fields as URL query items: JSON-valued ones as JSON text, strings as they are.
+    var queryItems: [URLQueryItem] {
+        fields.map { field in
+            if !field.isJSON, case .string(let text) = field.value { return URLQueryItem(name: field.name, value: text) }
+            return URLQueryItem(name: field.name, value: Self.jsonText(field.value))
+        }
+    }
+
+    /// The fields as one JSON object, for a request body.
+    var jsonObject: JSONValue {
+        .object(Dictionary(fields.map { ($0.name, $0.value) }, uniquingKeysWith: { _, last in last }))
+    }
+
+    static func jsonText(_ value: JSONValue) -> String {
+        let data = (try? JSONEncoder.couch.encode(value)) ?? Data("null".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+extension JSONValue {
+    /// The JSON form of any `Encodable` value, e.g. a typed view key: `try JSONValue(encoding: key)`.
+    public init<T: Encodable>(encoding value: T) throws {
+        if let json = value as? JSONValue {
+            self = json
+            return
+        }
+        let data = try JSONEncoder.couch.encode(value)
+        self = try JSONDecoder().decode(JSONValue.self, from: data)
+    }
+}
+
+/// Shared input checks of the document-side operations.
+enum CouchChecks {
+    /// Checks a partition name: not empty, no `:` and no leading `_`.
+    static func partition(_ value: String?) throws(CouchError) {
+        guard let value else { return }
+        guard !value.isEmpty else { throw CouchError.validation("Partition name must not be empty.") }
+        if value.hasPrefix("_") {
+            throw CouchError.validation("Partition name '\(value)' must not start with '_'.")
+        }
+        if value.contains(":") { throw CouchError.validation("Partition name '\(value)' must not contain ':'.") }
+    }
+
+    /// The name of a design document without its `_design/` prefix (either form is accepted).
+    static func designName(_ value: String) -> String {
+        value.hasPrefix("_design/") ? String(value.dropFirst("_design/".count)) : value
+    }
+
+    /// Checks a design document name given with or without `_design/`.
+    static func design(_ value: String) throws(CouchError) {
+        try OptionCheck.notEmpty(designName(value), "Design document name")
+    }
+}
