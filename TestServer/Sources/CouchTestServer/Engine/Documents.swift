@@ -350,39 +350,41 @@ extension CouchEngine {
             requested = list.compactMap(\.stringValue)
         }
         let latest = request.flag("latest")
-        let results: [JSON] = try db.withLock { () throws(CouchError) -> [JSON] in
+        let (entry, results): (DocEntry?, [(JSON, RevNode?)]) = try db.withLock {
+            () throws(CouchError) -> (DocEntry?, [(JSON, RevNode?)]) in
             guard let entry = db.docs[id] else {
-                if let requested { return requested.map { ["missing": .string($0)] } }
+                if let requested { return (nil, requested.map { (["missing": .string($0)], nil) }) }
                 throw CouchError.notFound("missing")
             }
-            if requested == nil {
-                return entry.sortedLeaves.map { ["ok": renderDocument(entry, $0, opts)] }
+            guard let requested else {
+                return (entry, entry.sortedLeaves.map { (["ok": renderDocument(entry, $0, opts)], $0) })
             }
-            var out: [JSON] = []
-            for rev in requested! {
+            var out: [(JSON, RevNode?)] = []
+            for rev in requested {
                 if latest, entry.nodes[rev] != nil {
                     let leaves = entry.sortedLeaves.filter { leaf in entry.path(to: leaf.rev).contains { $0.rev == rev } }
-                    for leaf in leaves { out.append(["ok": renderDocument(entry, leaf, opts)]) }
+                    for leaf in leaves { out.append((["ok": renderDocument(entry, leaf, opts)], leaf)) }
                 } else if let node = entry.nodes[rev], node.body != nil || node.deleted {
-                    out.append(["ok": renderDocument(entry, node, opts)])
+                    out.append((["ok": renderDocument(entry, node, opts)], node))
                 } else {
-                    out.append(["missing": .string(rev)])
+                    out.append((["missing": .string(rev)], nil))
                 }
             }
-            return out
+            return (entry, out)
         }
         let accept = request.headers["Accept"] ?? ""
         if accept.contains("application/json") {
-            return Reply.text(200, "[" + results.map(\.serialized).joined(separator: ",") + "]\n")
+            return Reply.text(200, "[" + results.map(\.0.serialized).joined(separator: ",") + "]\n")
         }
         let boundary = Crypto.hex(Crypto.randomBytes(16))
-        var text = ""
-        for result in results {
-            text += "--\(boundary)\r\nContent-Type: application/json\r\n\r\n"
-            text += (result["ok"] ?? result).serialized + "\r\n"
+        var data = Data()
+        for (result, node) in results {
+            data += Data("--\(boundary)\r\n".utf8)
+            data += openRevsPart(result, entry: entry, node: node, attachments: opts.attachments)
+            data += Data("\r\n".utf8)
         }
-        text += "--\(boundary)--"
-        var response = ServerResponse(status: 200, body: .data(Data(text.utf8)))
+        data += Data("--\(boundary)--".utf8)
+        var response = ServerResponse(status: 200, body: .data(data))
         response.headers.add("Content-Type", "multipart/mixed; boundary=\"\(boundary)\"")
         return response
     }
@@ -408,7 +410,8 @@ extension CouchEngine {
 
     private func putDocument(_ ctx: RequestContext, _ db: Database, id: String) throws(CouchError) -> ServerResponse {
         let request = ctx.request
-        let json = try request.jsonBody()
+        let isMultipart = (request.headers["Content-Type"] ?? "").lowercased().hasPrefix("multipart/related")
+        let json = isMultipart ? try parseMultipartDocument(request) : try request.jsonBody()
         var doc = try parseDocument(json)
         try validateDocID(id, db)
         let rev = try baseRevision(request, bodyRev: doc.rev)

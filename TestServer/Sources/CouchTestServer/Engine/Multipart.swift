@@ -1,0 +1,122 @@
+import CouchQuery
+import Foundation
+import HTTPWire
+
+/// One MIME part.
+struct MIMEPart {
+    var headers: HTTPHeaders
+    var body: Data
+}
+
+/// Reading and writing the MIME bodies CouchDB uses (`multipart/related` document uploads,
+/// `multipart/mixed` `open_revs` answers).
+enum MIME {
+    /// The `boundary` parameter of a content type.
+    static func boundary(_ contentType: String?) -> String? {
+        guard let contentType else { return nil }
+        for param in contentType.split(separator: ";").dropFirst() {
+            let kv = param.split(separator: "=", maxSplits: 1)
+            guard kv.count == 2, kv[0].trimmingCharacters(in: .whitespaces).lowercased() == "boundary" else { continue }
+            var value = kv[1].trimmingCharacters(in: .whitespaces)
+            if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 { value = String(value.dropFirst().dropLast()) }
+            return value
+        }
+        return nil
+    }
+
+    /// Splits a multipart body into its parts.
+    static func parse(_ body: Data, boundary: String) -> [MIMEPart]? {
+        let delimiter = Data(("--" + boundary).utf8)
+        var parts: [MIMEPart] = []
+        guard var cursor = body.range(of: delimiter)?.upperBound else { return nil }
+        while true {
+            // After a delimiter: "--" ends the body, otherwise CRLF then the part.
+            if body[cursor...].starts(with: Data("--".utf8)) { break }
+            guard let lineEnd = body.range(of: Data("\r\n".utf8), in: cursor..<body.endIndex) else { return nil }
+            let headerStart = lineEnd.upperBound
+            guard let next = body.range(of: Data("\r\n".utf8) + delimiter, in: headerStart..<body.endIndex) else { return nil }
+            let partData = body[headerStart..<next.lowerBound]
+            var headers = HTTPHeaders()
+            var content = Data(partData)
+            if let split = partData.range(of: Data("\r\n\r\n".utf8)) {
+                let headerText = String(decoding: partData[partData.startIndex..<split.lowerBound], as: UTF8.self)
+                for line in headerText.components(separatedBy: "\r\n") where !line.isEmpty {
+                    guard let colon = line.firstIndex(of: ":") else { continue }
+                    headers.add(String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+                }
+                content = Data(partData[split.upperBound...])
+            } else if partData.starts(with: Data("\r\n".utf8)) {
+                content = Data(partData.dropFirst(2))
+            }
+            parts.append(MIMEPart(headers: headers, body: content))
+            cursor = next.upperBound
+        }
+        return parts
+    }
+
+    /// The filename of a `Content-Disposition: attachment; filename="x"` header.
+    static func filename(_ part: MIMEPart) -> String? {
+        guard let disposition = part.headers["Content-Disposition"] else { return nil }
+        for param in disposition.split(separator: ";").dropFirst() {
+            let kv = param.split(separator: "=", maxSplits: 1)
+            guard kv.count == 2, kv[0].trimmingCharacters(in: .whitespaces) == "filename" else { continue }
+            var value = kv[1].trimmingCharacters(in: .whitespaces)
+            if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 { value = String(value.dropFirst().dropLast()) }
+            return value
+        }
+        return nil
+    }
+}
+
+extension CouchEngine {
+    /// A `multipart/related` document upload: the JSON part, then one part per `"follows": true` attachment.
+    func parseMultipartDocument(_ request: ServerRequest) throws(CouchError) -> JSON {
+        guard let boundary = MIME.boundary(request.headers["Content-Type"]),
+            let parts = MIME.parse(request.body, boundary: boundary), let first = parts.first
+        else {
+            throw CouchError.badRequest("Invalid multipart/related body")
+        }
+        guard var doc = try? JSON.parse(first.body) else { throw CouchError.invalidJSON }
+        guard case .object = doc else { throw CouchError.badRequest("Document must be a JSON object") }
+        var remaining = Array(parts.dropFirst())
+        var atts: [(String, JSON)] = []
+        for (name, spec) in (doc["_attachments"] ?? [:]).members {
+            guard spec["follows"]?.boolValue == true else {
+                atts.append((name, spec))
+                continue
+            }
+            let index = remaining.firstIndex { MIME.filename($0) == name } ?? remaining.indices.first
+            guard let index else { throw CouchError.badRequest("Missing attachment data for \(name)") }
+            let part = remaining.remove(at: index)
+            let contentType = spec["content_type"]?.stringValue ?? part.headers["Content-Type"] ?? "application/octet-stream"
+            atts.append((name, .object([("content_type", .string(contentType)), ("data", .string(part.body.base64EncodedString()))])))
+        }
+        if doc["_attachments"] != nil { doc = doc.setting("_attachments", .object(atts)) }
+        return doc
+    }
+
+    /// One `open_revs` entry as a MIME part: plain JSON, or `multipart/related` with the attachment bytes.
+    func openRevsPart(_ result: JSON, entry: DocEntry?, node: RevNode?, attachments: Bool) -> Data {
+        guard attachments, let entry, let node, !node.atts.isEmpty, let doc = result["ok"] else {
+            return Data("Content-Type: application/json\r\n\r\n".utf8) + (result["ok"] ?? result).data
+        }
+        let inner = Crypto.hex(Crypto.randomBytes(16))
+        var stubs: [(String, JSON)] = []
+        for att in node.atts {
+            stubs.append((att.name, .object([
+                ("content_type", .string(att.contentType)), ("revpos", .int(Int64(att.revpos))),
+                ("digest", .string(att.digest)), ("length", .int(Int64(att.length))), ("follows", true),
+            ])))
+        }
+        _ = entry
+        var out = Data("Content-Type: multipart/related; boundary=\"\(inner)\"\r\n\r\n".utf8)
+        out += Data("--\(inner)\r\nContent-Type: application/json\r\n\r\n".utf8)
+        out += doc.setting("_attachments", .object(stubs)).data
+        for att in node.atts {
+            out += Data("\r\n--\(inner)\r\nContent-Disposition: attachment; filename=\"\(att.name)\"\r\nContent-Type: \(att.contentType)\r\nContent-Length: \(att.length)\r\n\r\n".utf8)
+            out += att.data
+        }
+        out += Data("\r\n--\(inner)--".utf8)
+        return out
+    }
+}
