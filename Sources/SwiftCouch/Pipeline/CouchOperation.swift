@@ -70,6 +70,10 @@ public protocol CouchOperation: Sendable {
     /// The request body. Defaults to nil.
     var data: Data? { get }
 
+    /// A body read from a file or an `InputStream` instead of memory, read only when ``data`` is
+    /// nil (large attachments). Defaults to nil.
+    var streamedBody: StreamedBody? { get }
+
     /// The body's content type. Defaults to `application/json` when there is a body.
     var contentType: String? { get }
 
@@ -93,6 +97,7 @@ extension CouchOperation {
     public var parameters: [URLQueryItem] { [] }
     public var method: HTTPMethod { .get }
     public var data: Data? { nil }
+    public var streamedBody: StreamedBody? { nil }
     public var contentType: String? { data == nil ? nil : "application/json" }
     public var headers: HTTPFields { HTTPFields() }
 

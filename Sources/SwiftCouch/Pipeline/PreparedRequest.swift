@@ -25,12 +25,14 @@ struct PreparedRequest: Sendable {
         let parameters = operation.parameters
         let method = operation.method
         let body = operation.data
+        let streamedBody = body == nil ? operation.streamedBody : nil
         let contentType = operation.contentType
         var headers = operation.headers
         if headers["Accept"] == nil { headers["Accept"] = "application/json" }
-        if let contentType, body != nil { headers["Content-Type"] = contentType }
+        if let contentType, body != nil || streamedBody != nil { headers["Content-Type"] = contentType }
         let url = try Self.url(base: baseURL, path: endpoint, parameters: parameters)
-        request = HTTPRequest(method: method, url: url, headers: headers, body: body, timeout: timeout)
+        request = HTTPRequest(
+            method: method, url: url, headers: headers, body: body, streamedBody: streamedBody, timeout: timeout)
         isIdempotent =
             operation.isIdempotent
             ?? RequestSafety.isSafeToRepeat(method: method, parameters: parameters, headers: headers)

@@ -78,16 +78,20 @@ public struct HTTPRequest: Sendable, CustomStringConvertible {
     public var headers: HTTPFields
     /// The body, sent again unchanged on every retry.
     public var body: Data?
+    /// A body read from a file or stream instead (`body` is nil then).
+    public var streamedBody: StreamedBody?
     /// How long to wait for the response.
     public var timeout: TimeInterval
 
     public init(
-        method: HTTPMethod, url: URL, headers: HTTPFields = HTTPFields(), body: Data? = nil, timeout: TimeInterval = 60
+        method: HTTPMethod, url: URL, headers: HTTPFields = HTTPFields(), body: Data? = nil,
+        streamedBody: StreamedBody? = nil, timeout: TimeInterval = 60
     ) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
+        self.streamedBody = streamedBody
         self.timeout = timeout
     }
 

@@ -120,6 +120,8 @@ public final class InterceptableSession: @unchecked Sendable {
         let streamReceiver: (any StreamReceiver)?
         var retry: RetryState
         var authReplayed = false
+        /// How many times the request has been handed to the transport.
+        var transmissions = 0
 
         init(
             request: HTTPRequest, isIdempotent: Bool, policy: RetryPolicy, handle: RequestHandle, isLogin: Bool = false,
@@ -386,6 +388,18 @@ public final class InterceptableSession: @unchecked Sendable {
     private func transmit(_ attempt: Attempt, request: HTTPRequest, generation: Int?) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !attempt.handle.isCancelled else { return }
+        if attempt.transmissions > 0, let body = request.streamedBody, !body.isRepeatable {
+            attempt.handle.finish(
+                .failure(
+                    CouchError(
+                        kind: .transport,
+                        message: "The request must be sent again (after a 429, a renewed session or a dropped "
+                            + "connection) but its body is an InputStream that can be read only once; nothing was "
+                            + "resent. Upload from a file URL to let SwiftCouch resend the body.",
+                        method: request.method.rawValue, path: request.path)))
+            return
+        }
+        attempt.transmissions += 1
         transcript?.log(request: request)
         let started = Date()
         if let receiver = attempt.streamReceiver {

@@ -11,6 +11,13 @@ public protocol StreamReceiver: AnyObject, Sendable {
     func receive(chunk: Data)
     /// The body is complete (`error` nil), or the transfer failed.
     func complete(error: (any Error)?)
+    /// Upload progress: `sent` bytes of the request body out of `total` (when known). Defaults to
+    /// doing nothing.
+    func sent(bytes sent: Int64, of total: Int64?)
+}
+
+extension StreamReceiver {
+    public func sent(bytes sent: Int64, of total: Int64?) {}
 }
 
 /// A streamed transfer that can be paused (back-pressure: the transport stops reading from the

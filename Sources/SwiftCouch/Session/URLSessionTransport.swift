@@ -47,7 +47,13 @@ public final class URLSessionTransport: Transport {
         for field in request.headers {
             urlRequest.addValue(field.value, forHTTPHeaderField: field.name)
         }
-        urlRequest.httpBody = request.body
+        if let streamed = request.streamedBody {
+            // URLSession frames a body stream itself (chunked on Linux); adding Content-Length too
+            // would make the request ambiguous, and servers rightly refuse that.
+            urlRequest.httpBodyStream = streamed.makeInputStream()
+        } else {
+            urlRequest.httpBody = request.body
+        }
         return urlRequest
     }
 
@@ -81,7 +87,7 @@ public final class URLSessionTransport: Transport {
 
     public func stream(_ request: HTTPRequest, receiver: any StreamReceiver) -> any StreamingTask {
         let task = streamingSession.dataTask(with: Self.urlRequest(request))
-        streamingDelegate.register(task: task, receiver: receiver)
+        streamingDelegate.register(task: task, receiver: receiver, body: request.streamedBody)
         task.resume()
         return URLSessionTaskHandle(task: task)
     }
@@ -106,14 +112,34 @@ private struct URLSessionTaskHandle: StreamingTask, @unchecked Sendable {
 /// `@unchecked Sendable`: the receiver table is a `Locked`; URLSession calls the delegate on its
 /// serial delegate queue.
 private final class StreamingDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
-    private let receivers = Locked<[Int: any StreamReceiver]>([:])
+    private struct Entry {
+        let receiver: any StreamReceiver
+        let body: StreamedBody?
+    }
+    private let entries = Locked<[Int: Entry]>([:])
 
-    func register(task: URLSessionTask, receiver: any StreamReceiver) {
-        receivers.withLock { $0[task.taskIdentifier] = receiver }
+    func register(task: URLSessionTask, receiver: any StreamReceiver, body: StreamedBody?) {
+        entries.withLock { $0[task.taskIdentifier] = Entry(receiver: receiver, body: body) }
     }
 
     private func receiver(for task: URLSessionTask) -> (any StreamReceiver)? {
-        receivers.withLock { $0[task.taskIdentifier] }
+        entries.withLock { $0[task.taskIdentifier]?.receiver }
+    }
+
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask,
+        needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void
+    ) {
+        let body = entries.withLock { $0[task.taskIdentifier]?.body }
+        completionHandler(body?.isRepeatable == true ? body?.makeInputStream() : nil)
+    }
+
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
+        totalBytesExpectedToSend: Int64
+    ) {
+        receiver(for: task)?.sent(
+            bytes: totalBytesSent, of: totalBytesExpectedToSend > 0 ? totalBytesExpectedToSend : nil)
     }
 
     func urlSession(
@@ -132,7 +158,7 @@ private final class StreamingDelegate: NSObject, URLSessionDataDelegate, @unchec
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-        let receiver = receivers.withLock { $0.removeValue(forKey: task.taskIdentifier) }
-        receiver?.complete(error: error)
+        let entry = entries.withLock { $0.removeValue(forKey: task.taskIdentifier) }
+        entry?.receiver.complete(error: error)
     }
 }
