@@ -18,8 +18,11 @@ struct TransferEndToEndTests {
                 try? FileManager.default.removeItem(at: source)
                 try? FileManager.default.removeItem(at: target)
             }
+            // 8 MiB of binary data: random 64-bit words, built quickly even in a debug build.
+            var words = [UInt64](repeating: 0, count: 1 << 20)
             var generator = SystemRandomNumberGenerator()
-            let bytes = Data((0..<(8 << 20)).map { _ in UInt8.random(in: 0...255, using: &generator) })
+            for index in words.indices { words[index] = generator.next() }
+            let bytes = words.withUnsafeBytes { Data($0) }
             try bytes.write(to: source)
 
             let upload = client.upload(
