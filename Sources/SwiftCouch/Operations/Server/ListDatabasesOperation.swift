@@ -27,20 +27,39 @@ public struct ListDatabasesOperation: JSONOperation {
         self.endKey = endKey
     }
 
-    public func validate() throws(CouchError) {
-        if let limit, limit < 0 { throw CouchError.validation("limit must not be negative (got \(limit)).") }
-        if let skip, skip < 0 { throw CouchError.validation("skip must not be negative (got \(skip)).") }
-    }
+    public func validate() throws(CouchError) { try range.validate() }
 
     public var endpoint: CouchPath { CouchPath("_all_dbs") }
 
-    public var parameters: [URLQueryItem] {
-        var items: [URLQueryItem] = []
-        if descending { items.append(URLQueryItem(name: "descending", value: "true")) }
-        if let limit { items.append(URLQueryItem(name: "limit", value: String(limit))) }
-        if let skip { items.append(URLQueryItem(name: "skip", value: String(skip))) }
-        if let startKey { items.append(URLQueryItem(name: "start_key", value: JSONText.string(startKey))) }
-        if let endKey { items.append(URLQueryItem(name: "end_key", value: JSONText.string(endKey))) }
+    public var parameters: [URLQueryItem] { range.parameters.queryItems }
+
+    private var range: DatabaseNameRange {
+        DatabaseNameRange(descending: descending, limit: limit, skip: skip, startKey: startKey, endKey: endKey)
+    }
+}
+
+/// The paging options `_all_dbs` and `_dbs_info` share.
+struct DatabaseNameRange {
+    var descending: Bool
+    var limit: Int?
+    var skip: Int?
+    var startKey: String?
+    var endKey: String?
+
+    var isDefault: Bool { !descending && limit == nil && skip == nil && startKey == nil && endKey == nil }
+
+    func validate() throws(CouchError) {
+        try OptionCheck.nonNegative(limit, "limit")
+        try OptionCheck.nonNegative(skip, "skip")
+    }
+
+    var parameters: QueryParameters {
+        var items = QueryParameters()
+        items.flag("descending", descending)
+        items.add("limit", limit)
+        items.add("skip", skip)
+        items.addJSON("start_key", startKey.map(JSONValue.string))
+        items.addJSON("end_key", endKey.map(JSONValue.string))
         return items
     }
 }
