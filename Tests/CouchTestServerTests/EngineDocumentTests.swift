@@ -114,3 +114,19 @@ import Testing
         #expect(inline?.stringValue == bytes.base64EncodedString())
     }
 }
+
+@Suite struct EngineRevsLimitTests {
+    @Test func revsLimitStemsHistory() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        engine.send("PUT", "/db/_revs_limit", body: Data("3".utf8), headers: [("Content-Type", "application/json")])
+        var rev = engine.send("PUT", "/db/d", json: ["n": 0]).json["rev"]!.stringValue!
+        for n in 1...6 {
+            rev = engine.send("PUT", "/db/d", json: ["_rev": .string(rev), "n": .int(Int64(n))]).json["rev"]!.stringValue!
+        }
+        let doc = engine.send("GET", "/db/d?revs=true").json
+        #expect(doc["_revisions"]?["start"] == 7)
+        #expect(doc["_revisions"]?["ids"]?.arrayValue?.count == 3)
+        #expect(engine.send("PUT", "/db/_revs_limit", body: Data("\"x\"".utf8), headers: [("Content-Type", "application/json")]).status == 500)
+    }
+}

@@ -88,8 +88,6 @@ extension CouchEngine {
         if name.hasPrefix("_") {
             throw CouchError.badRequest("Attachment name '\(name)' starts with prohibited character '_'")
         }
-        var probe = ParsedDoc()
-        probe.deleted = false
         let contentType = request.headers["Content-Type"] ?? "application/octet-stream"
         let body = request.body
         try prepareWriteAccess(docID, db, ctx.user)
@@ -119,7 +117,6 @@ extension CouchEngine {
             }
             return try db.updateInteractive(id: docID, baseRev: rev, deleted: false, body: baseBody, attachments: inputs)
         }
-        _ = probe
         let result = writeResult(id: docID, rev: newRev)
         if delete { return Reply.json(200, result) }
         let location = documentLocation(request, db, docID) + "/"

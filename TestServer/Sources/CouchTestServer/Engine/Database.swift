@@ -119,7 +119,7 @@ final class Database: @unchecked Sendable {
             entry.nodes[node.rev] = node
             if let body = node.body { externalSize += body.serialized.utf8.count }
         }
-        if entry.nodes.count > revsLimit * 2 { entry.stem(limit: revsLimit) }
+        if entry.nodes.count > revsLimit { entry.stem(limit: revsLimit) }
         entry.seq = seq
         docs[id] = entry
         if before == nil { sortedIDCache = nil }

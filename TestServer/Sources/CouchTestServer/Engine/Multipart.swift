@@ -97,7 +97,7 @@ extension CouchEngine {
 
     /// One `open_revs` entry as a MIME part: plain JSON, or `multipart/related` with the attachment bytes.
     func openRevsPart(_ result: JSON, entry: DocEntry?, node: RevNode?, attachments: Bool) -> Data {
-        guard attachments, let entry, let node, !node.atts.isEmpty, let doc = result["ok"] else {
+        guard attachments, entry != nil, let node, !node.atts.isEmpty, let doc = result["ok"] else {
             return Data("Content-Type: application/json\r\n\r\n".utf8) + (result["ok"] ?? result).data
         }
         let inner = Crypto.hex(Crypto.randomBytes(16))
@@ -108,7 +108,6 @@ extension CouchEngine {
                 ("digest", .string(att.digest)), ("length", .int(Int64(att.length))), ("follows", true),
             ])))
         }
-        _ = entry
         var out = Data("Content-Type: multipart/related; boundary=\"\(inner)\"\r\n\r\n".utf8)
         out += Data("--\(inner)\r\nContent-Type: application/json\r\n\r\n".utf8)
         out += doc.setting("_attachments", .object(stubs)).data
