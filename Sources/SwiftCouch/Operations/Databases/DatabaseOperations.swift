@@ -92,9 +92,12 @@ public struct DatabaseInfo: Codable, Sendable, Equatable {
     public var props: Properties?
     public var cluster: Cluster?
     public var instanceStartTime: String?
+    /// The on-disk format version (CouchDB 2.3+).
+    public var diskFormatVersion: Int?
 
     enum CodingKeys: String, CodingKey {
         case sizes, props, cluster
+        case diskFormatVersion = "disk_format_version"
         case dbName = "db_name"
         case docCount = "doc_count"
         case docDelCount = "doc_del_count"
@@ -116,4 +119,27 @@ public struct GetDatabaseInfoOperation: JSONOperation {
 
     public func validate() throws(CouchError) { try CouchValidation.validateDatabaseName(name) }
     public var endpoint: CouchPath { CouchPath(name) }
+}
+
+/// `HEAD /{db}` — whether a database exists.
+///
+/// Answers `true` for 200 and `false` for 404 (a missing database is an answer here, not an
+/// error); any other status (401, 403, 5xx) is a ``CouchError``.
+public struct DatabaseExistsOperation: CouchOperation {
+    public typealias Response = Bool
+
+    /// The database name.
+    public var name: String
+
+    public init(name: String) { self.name = name }
+
+    public func validate() throws(CouchError) { try CouchValidation.validateDatabaseName(name) }
+    public var endpoint: CouchPath { CouchPath(name) }
+    public var method: HTTPMethod { .head }
+
+    public func processResponse(data: Data, httpInfo: HTTPInfo) throws -> Bool {
+        if httpInfo.statusCode == 404 { return false }
+        try throwIfError(data: data, httpInfo: httpInfo)
+        return true
+    }
 }
