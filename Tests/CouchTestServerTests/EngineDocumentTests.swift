@@ -130,3 +130,33 @@ import Testing
         #expect(engine.send("PUT", "/db/_revs_limit", body: Data("\"x\"".utf8), headers: [("Content-Type", "application/json")]).status == 500)
     }
 }
+
+@Suite struct EngineQueryViewTests {
+    @Test func mangoStyleViewsWithBuiltInReduces() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        engine.send("POST", "/db/_bulk_docs", json: ["docs": [
+            ["_id": "a", "t": "x", "n": 1], ["_id": "b", "t": "y", "n": 2], ["_id": "c", "t": "x", "n": 3], ["_id": "d"],
+        ]])
+        engine.send("PUT", "/db/_design/q", json: [
+            "language": "query",
+            "views": ["by_t": ["map": ["fields": ["t": "asc"]], "reduce": "_count", "options": ["def": ["fields": ["t"]]]]],
+        ])
+        let map = engine.send("GET", "/db/_design/q/_view/by_t?reduce=false").json
+        #expect(map["total_rows"] == 3)
+        #expect(map["rows"]?.arrayValue?.map { $0["id"] } == ["a", "c", "b"])
+        #expect(map["rows"]?.arrayValue?.first?["key"] == ["x"])
+        let reduced = engine.send("GET", "/db/_design/q/_view/by_t").json
+        #expect(reduced["rows"] == [["key": nil, "value": 3]])
+        let grouped = engine.send("GET", "/db/_design/q/_view/by_t?group=true").json
+        #expect(grouped["rows"] == [["key": ["x"], "value": 2], ["key": ["y"], "value": 1]])
+        let keyed = engine.send("GET", "/db/_design/q/_view/by_t?reduce=false&key=%5B%22y%22%5D&include_docs=true").json
+        #expect(keyed["rows"]?.arrayValue?.first?["doc"]?["n"] == 2)
+        // JavaScript views answer a clear error.
+        engine.send("PUT", "/db/_design/js", json: ["views": ["v": ["map": "function(doc) { emit(doc._id, 1); }"]]])
+        let js = engine.send("GET", "/db/_design/js/_view/v")
+        #expect(js.status == 501)
+        #expect(js.json["error"] == "not_implemented")
+        #expect(engine.send("GET", "/db/_design/js/_view/nope").json["reason"] == "missing_named_view")
+    }
+}

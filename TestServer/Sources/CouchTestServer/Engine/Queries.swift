@@ -183,8 +183,26 @@ extension CouchEngine {
                     extra: [CouchError.ref()])
             }
         }
-        let language = ddoc["language"]?.stringValue ?? "javascript"
-        throw javascriptNotSupported("view \(ddocID)/_view/\(view) (language \(language))")
+        let rows = try db.withLock { () throws(CouchError) -> [ViewRow]? in
+            try nativeViewRows(db, ddoc: ddoc, view: viewDef, partition: partition)
+        }
+        guard let rows else {
+            let language = ddoc["language"]?.stringValue ?? "javascript"
+            throw javascriptNotSupported("view \(ddocID)/_view/\(view) (language \(language))")
+        }
+        let reduce = viewDef["reduce"]?.stringValue
+        if ctx.method == "POST", let queries = try request.jsonObjectBody()["queries"]?.arrayValue {
+            var results: [String] = []
+            for query in queries {
+                var a = try ViewArgs(query: request)
+                try a.apply(query)
+                var text = try runView(db, rows: rows, reduce: reduce, args: a)
+                if text.hasSuffix("\n") { text.removeLast() }
+                results.append(text)
+            }
+            return Reply.text(200, "{\"results\":[\r\n" + results.joined(separator: ",\r\n") + "\r\n]}\n")
+        }
+        return Reply.text(200, try runView(db, rows: rows, reduce: reduce, args: args))
     }
 
     // MARK: - Partitions
