@@ -32,7 +32,7 @@ let package = Package(
             name: "CouchTestServerTests", dependencies: ["CouchTestServer", "CouchQuery", "HTTPWire"],
             path: "Tests/CouchTestServerTests"),
         .testTarget(
-            name: "TestServerConformanceTests", dependencies: ["CouchTestServer", "CouchQuery"],
+            name: "TestServerConformanceTests", dependencies: ["CouchTestServer", "CouchQuery", "HTTPWire"],
             path: "Tests/TestServerConformanceTests"),
     ]
 )
