@@ -120,6 +120,7 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
     private func createDatabaseLocked(name: String, partitioned: Bool, q: Int, n: Int) -> Result<Database, CouchError> {
         stateLock.lock()
         defer { stateLock.unlock() }
+        if closed { return .failure(CouchError.shuttingDown) }
         if databases[name] != nil {
             return .failure(CouchError(412, "file_exists", "The database could not be created, the file already exists."))
         }
@@ -127,7 +128,10 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
         if let dir = dataDirectory {
             do {
                 let url = dir.logURL(for: name)
-                try? FileManager.default.removeItem(at: url)
+                if FileManager.default.fileExists(atPath: url.path) {
+                    // Another engine on this directory owns it.
+                    return .failure(CouchError(412, "file_exists", "The database could not be created, the file already exists."))
+                }
                 let log = try DatabaseLog(url: url)
                 try log.append([
                     [
@@ -148,7 +152,7 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
 
     func deleteDatabase(name: String) -> Bool {
         stateLock.lock()
-        let db = databases.removeValue(forKey: name)
+        let db = closed ? nil : databases.removeValue(forKey: name)
         stateLock.unlock()
         guard let db else { return false }
         db.withLock {
@@ -171,6 +175,7 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
 
     /// Answers one request.
     public func handle(_ request: ServerRequest) -> ServerResponse {
+        if isClosed { return Reply.error(CouchError.shuttingDown) }
         let user: UserContext
         let refresh: String?
         do {

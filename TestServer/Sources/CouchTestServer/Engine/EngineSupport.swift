@@ -25,6 +25,7 @@ struct CouchError: Error {
     static let dbNotFound = CouchError(404, "not_found", "Database does not exist.")
     static let invalidJSON = CouchError(400, "bad_request", "invalid UTF-8 JSON")
     static let notServerAdmin = CouchError(401, "unauthorized", "You are not a server admin.")
+    static let shuttingDown = CouchError(503, "service_unavailable", "The TestServer engine is closed.")
     static let badContentType = CouchError(415, "bad_content_type", "Content-Type must be application/json")
     static func methodNotAllowed(_ allowed: String) -> CouchError {
         CouchError(405, "method_not_allowed", "Only \(allowed) allowed", headers: [("Allow", allowed)])
