@@ -15,42 +15,76 @@ enum Crypto {
     private static let md5K: [UInt32] = (0..<64).map { UInt32(truncatingIfNeeded: Int64(abs(sin(Double($0 + 1))) * 4294967296.0)) }
 
     static func md5(_ data: Data) -> Data {
-        var message = [UInt8](data)
-        let bitLength = UInt64(message.count) &* 8
-        message.append(0x80)
-        while message.count % 64 != 56 { message.append(0) }
-        for i in 0..<8 { message.append(UInt8(truncatingIfNeeded: bitLength >> (8 * UInt64(i)))) }
-        var a0: UInt32 = 0x6745_2301, b0: UInt32 = 0xefcd_ab89, c0: UInt32 = 0x98ba_dcfe, d0: UInt32 = 0x1032_5476
-        var m = [UInt32](repeating: 0, count: 16)
-        for chunk in stride(from: 0, to: message.count, by: 64) {
-            for i in 0..<16 {
-                let j = chunk + i * 4
-                m[i] = UInt32(message[j]) | UInt32(message[j + 1]) << 8 | UInt32(message[j + 2]) << 16
-                    | UInt32(message[j + 3]) << 24
-            }
-            var a = a0, b = b0, c = c0, d = d0
-            for i in 0..<64 {
-                var f: UInt32
-                var g: Int
-                switch i {
-                case 0..<16: f = (b & c) | (~b & d); g = i
-                case 16..<32: f = (d & b) | (~d & c); g = (5 * i + 1) % 16
-                case 32..<48: f = b ^ c ^ d; g = (3 * i + 5) % 16
-                default: f = c ^ (b | ~d); g = (7 * i) % 16
+        var state: (UInt32, UInt32, UInt32, UInt32) = (0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476)
+        let fullBlocks = data.count / 64
+        md5K.withUnsafeBufferPointer { kp in
+            md5Shifts.withUnsafeBufferPointer { sp in
+                data.withUnsafeBytes { raw in
+                    var block = 0
+                    while block < fullBlocks {
+                        md5Block(&state, raw.baseAddress!.advanced(by: block * 64), kp.baseAddress!, sp.baseAddress!)
+                        block += 1
+                    }
                 }
-                f = f &+ a &+ md5K[i] &+ m[g]
-                a = d
-                d = c
-                c = b
-                b = b &+ ((f << md5Shifts[i]) | (f >> (32 - md5Shifts[i])))
+                var tail = [UInt8](data.suffix(from: data.startIndex + fullBlocks * 64))
+                let bitLength = UInt64(data.count) &* 8
+                tail.append(0x80)
+                while tail.count % 64 != 56 { tail.append(0) }
+                for i in 0..<8 { tail.append(UInt8(truncatingIfNeeded: bitLength >> (8 * UInt64(i)))) }
+                tail.withUnsafeBytes { raw in
+                    var offset = 0
+                    while offset < tail.count {
+                        md5Block(&state, raw.baseAddress!.advanced(by: offset), kp.baseAddress!, sp.baseAddress!)
+                        offset += 64
+                    }
+                }
             }
-            a0 = a0 &+ a; b0 = b0 &+ b; c0 = c0 &+ c; d0 = d0 &+ d
         }
         var out = Data(capacity: 16)
-        for v in [a0, b0, c0, d0] {
+        for v in [state.0, state.1, state.2, state.3] {
             for i in 0..<4 { out.append(UInt8(truncatingIfNeeded: v >> (8 * UInt32(i)))) }
         }
         return out
+    }
+
+    private static func md5Block(
+        _ state: inout (UInt32, UInt32, UInt32, UInt32), _ p: UnsafeRawPointer, _ k: UnsafePointer<UInt32>,
+        _ shifts: UnsafePointer<UInt32>
+    ) {
+        var m = (UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0),
+                 UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0))
+        withUnsafeMutableBytes(of: &m) { mp in
+            mp.copyMemory(from: UnsafeRawBufferPointer(start: p, count: 64))
+        }
+        withUnsafeBytes(of: &m) { mp in
+            let w = mp.bindMemory(to: UInt32.self).baseAddress!
+            var a = state.0, b = state.1, c = state.2, d = state.3
+            var i = 0
+            while i < 64 {
+                var f: UInt32
+                let g: Int
+                if i < 16 {
+                    f = (b & c) | (~b & d); g = i
+                } else if i < 32 {
+                    f = (d & b) | (~d & c); g = (5 &* i &+ 1) & 15
+                } else if i < 48 {
+                    f = b ^ c ^ d; g = (3 &* i &+ 5) & 15
+                } else {
+                    f = c ^ (b | ~d); g = (7 &* i) & 15
+                }
+                f = f &+ a &+ k[i] &+ UInt32(littleEndian: w[g])
+                a = d
+                d = c
+                c = b
+                let s = shifts[i]
+                b = b &+ ((f << s) | (f >> (32 &- s)))
+                i += 1
+            }
+            state.0 = state.0 &+ a
+            state.1 = state.1 &+ b
+            state.2 = state.2 &+ c
+            state.3 = state.3 &+ d
+        }
     }
 
     // MARK: SHA-256

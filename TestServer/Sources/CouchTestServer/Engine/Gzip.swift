@@ -13,6 +13,24 @@ enum Gzip {
         return out
     }
 
+    /// DEFLATE "stored" blocks: the bytes as they are, in chunks of at most 65535.
+    private static func stored(_ input: [UInt8]) -> Data {
+        var out = Data(capacity: input.count + input.count / 65535 * 5 + 5)
+        var offset = 0
+        repeat {
+            let length = min(65535, input.count - offset)
+            let final: UInt8 = offset + length >= input.count ? 1 : 0
+            out.append(final)
+            out.append(UInt8(length & 0xff))
+            out.append(UInt8(length >> 8))
+            out.append(UInt8(~length & 0xff))
+            out.append(UInt8((~length >> 8) & 0xff))
+            out.append(contentsOf: input[offset..<(offset + length)])
+            offset += length
+        } while offset < input.count
+        return out
+    }
+
     private struct BitWriter {
         var bytes: [UInt8] = []
         var current: UInt32 = 0
@@ -71,7 +89,11 @@ enum Gzip {
         if distExtra[di] > 0 { w.write(UInt32(distance - distBase[di]), distExtra[di]) }
     }
 
+    /// Inputs above this size are stored uncompressed (valid gzip, fast even in debug builds).
+    static let compressionLimit = 256 * 1024
+
     private static func deflate(_ input: [UInt8]) -> Data {
+        if input.count > compressionLimit { return stored(input) }
         var w = BitWriter()
         w.write(1, 1)  // BFINAL
         w.write(1, 2)  // fixed Huffman
