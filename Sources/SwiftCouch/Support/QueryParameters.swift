@@ -50,7 +50,9 @@ struct QueryParameters: Sendable, Equatable {
     /// The fields as URL query items: JSON-valued ones as JSON text, strings as they are.
     var queryItems: [URLQueryItem] {
         fields.map { field in
-            if !field.isJSON, case .string(let text) = field.value { return URLQueryItem(name: field.name, value: text) }
+            if !field.isJSON, case .string(let text) = field.value {
+                return URLQueryItem(name: field.name, value: text)
+            }
             return URLQueryItem(name: field.name, value: Self.jsonText(field.value))
         }
     }

@@ -73,7 +73,9 @@ public struct PutMultipartDocumentOperation<Document: Encodable & Sendable>: JSO
         }
         // Stubs of other attachments are kept; an upload replaces a stub of the same name.
         let uploaded = Set(attachments.map(\.name))
-        let kept = (members.removeValue(forKey: "_attachments")?.objectValue ?? [:]).filter { !uploaded.contains($0.key) }
+        let kept = (members.removeValue(forKey: "_attachments")?.objectValue ?? [:]).filter {
+            !uploaded.contains($0.key)
+        }
         // `_attachments` is written by hand so the `follows` entries keep the order of the parts.
         var json = Data(try JSONEncoder.couch.encode(JSONValue.object(members)).dropLast())
         if !members.isEmpty { json.append(UInt8(ascii: ",")) }
@@ -83,7 +85,8 @@ public struct PutMultipartDocumentOperation<Document: Encodable & Sendable>: JSO
         }
         for upload in attachments {
             let follows = Attachment(contentType: upload.contentType, follows: true, length: upload.data.count)
-            entries.append(try JSONEncoder.couch.encode(upload.name) + Data(":".utf8) + JSONEncoder.couch.encode(follows))
+            entries.append(
+                try JSONEncoder.couch.encode(upload.name) + Data(":".utf8) + JSONEncoder.couch.encode(follows))
         }
         json.append(Data(entries.joined(separator: Data(",".utf8))))
         json.append(Data("}}".utf8))
@@ -193,15 +196,12 @@ public struct GetOpenRevisionsMultipartOperation: CouchOperation {
     }
 
     public func validate() throws(CouchError) {
-        try CouchValidation.validateDatabaseName(database)
-        try CouchValidation.validateDocumentID(id)
-        try revisions.validate()
-        try options.validate()
+        try revisions.validate(database: database, id: id, options: options)
     }
 
     public var endpoint: CouchPath { .document(database, id) }
     public var headers: HTTPFields { ["Accept": "multipart/mixed"] }
-    public var parameters: [URLQueryItem] { [revisions.queryItem] + options.parameters.queryItems }
+    public var parameters: [URLQueryItem] { revisions.parameters(options) }
 
     public func processResponse(data: Data, httpInfo: HTTPInfo) throws -> [MultipartDocument] {
         try throwIfError(data: data, httpInfo: httpInfo)

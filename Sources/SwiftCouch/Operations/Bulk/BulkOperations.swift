@@ -16,7 +16,8 @@ public enum BulkWriteResult: Decodable, Sendable, Hashable {
             self = .failure(try DocumentError(from: decoder))
         } else {
             self = .success(
-                id: try container.decode(String.self, forKey: .id), rev: try container.decode(String.self, forKey: .rev))
+                id: try container.decode(String.self, forKey: .id), rev: try container.decode(String.self, forKey: .rev)
+            )
         }
     }
 

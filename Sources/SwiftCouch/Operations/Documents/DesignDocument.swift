@@ -42,11 +42,6 @@ public struct DesignDocument: Codable, Sendable, Hashable {
         public var rawValue: String
         public init(rawValue: String) { self.rawValue = rawValue }
         public init(stringLiteral value: String) { rawValue = value }
-        public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
-        public func encode(to encoder: any Encoder) throws {
-            var container = encoder.singleValueContainer()
-            try container.encode(rawValue)
-        }
 
         /// Counts the rows (`_count`).
         public static let count = ReduceFunction(rawValue: "_count")

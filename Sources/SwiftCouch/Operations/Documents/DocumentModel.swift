@@ -25,11 +25,6 @@ public struct RevisionInfo: Codable, Sendable, Hashable {
     public struct Status: RawRepresentable, Codable, Sendable, Hashable, CustomStringConvertible {
         public var rawValue: String
         public init(rawValue: String) { self.rawValue = rawValue }
-        public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
-        public func encode(to encoder: any Encoder) throws {
-            var container = encoder.singleValueContainer()
-            try container.encode(rawValue)
-        }
         /// The body is stored and can be read with `?rev=`.
         public static let available = Status(rawValue: "available")
         /// The body was compacted away; only the revision id is known.

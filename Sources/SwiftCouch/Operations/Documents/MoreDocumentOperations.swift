@@ -105,7 +105,9 @@ enum ETag {
     static func unquoted(_ value: String?) -> String? {
         guard var value = value?.trimmingCharacters(in: .whitespaces) else { return nil }
         if value.hasPrefix("W/") { value.removeFirst(2) }
-        if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
+        if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") {
+            value = String(value.dropFirst().dropLast())
+        }
         return value
     }
 }

@@ -7,15 +7,22 @@ public enum OpenRevisions: Sendable, Hashable {
     /// These revisions (`open_revs=["1-a","2-b"]`); each one not found is answered `missing`.
     case revisions([String])
 
-
-    func validate() throws(CouchError) {
+    /// Checks an `open_revs` read: the database, the id, the revisions and the options.
+    func validate(database: String, id: String, options: DocumentReadOptions) throws(CouchError) {
+        try CouchValidation.validateDatabaseName(database)
+        try CouchValidation.validateDocumentID(id)
+        try options.validate()
         guard case .revisions(let revs) = self else { return }
         guard !revs.isEmpty else { throw CouchError.validation("open_revs needs at least one revision (or .all).") }
         for rev in revs { try CouchValidation.validateRevision(rev) }
     }
 
-    /// The query item: `all` as it is, a list as JSON.
-    var queryItem: URLQueryItem {
+    /// `open_revs` (`all` as it is, a list as JSON) followed by the read options.
+    func parameters(_ options: DocumentReadOptions) -> [URLQueryItem] {
+        [queryItem] + options.parameters.queryItems
+    }
+
+    private var queryItem: URLQueryItem {
         switch self {
         case .all:
             return URLQueryItem(name: "open_revs", value: "all")
@@ -53,13 +60,10 @@ public struct GetOpenRevisionsOperation<Document: Decodable & Sendable>: JSONOpe
     }
 
     public func validate() throws(CouchError) {
-        try CouchValidation.validateDatabaseName(database)
-        try CouchValidation.validateDocumentID(id)
-        try revisions.validate()
-        try options.validate()
+        try revisions.validate(database: database, id: id, options: options)
     }
 
     public var endpoint: CouchPath { .document(database, id) }
     public var headers: HTTPFields { ["Accept": "application/json"] }
-    public var parameters: [URLQueryItem] { [revisions.queryItem] + options.parameters.queryItems }
+    public var parameters: [URLQueryItem] { revisions.parameters(options) }
 }

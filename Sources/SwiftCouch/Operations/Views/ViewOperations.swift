@@ -86,7 +86,9 @@ public struct QueryViewQueriesOperation<
         body = try RowQueryRequest.body(queries: queries.map { $0.parameters(includingKeys: true) })
     }
 
-    public var endpoint: CouchPath { ViewPath.path(database, design, "_view", view, partition: nil).appending("queries") }
+    public var endpoint: CouchPath {
+        ViewPath.path(database, design, "_view", view, partition: nil).appending("queries")
+    }
     public var method: HTTPMethod { .post }
     public var data: Data? { body }
     public var isIdempotent: Bool? { true }

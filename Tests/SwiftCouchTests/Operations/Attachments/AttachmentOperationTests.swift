@@ -6,7 +6,8 @@ import Testing
 @Suite("Attachment operations against recorded CouchDB 3.5 responses")
 struct AttachmentOperationTests {
     private static let png = Data(
-        base64Encoded: "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")!
+        base64Encoded:
+            "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")!
 
     @Test("PUT text and binary attachments: raw bytes, their content type, ?rev=")
     func put() throws {
@@ -34,7 +35,8 @@ struct AttachmentOperationTests {
         let stale = try #require(Transcripts.step("attachments", "s13"))
         let conflict = Simulation.run(
             PutAttachmentOperation(
-                database: "tx_att", documentID: "doc", name: "hello.txt", data: Data("x".utf8), contentType: "text/plain",
+                database: "tx_att", documentID: "doc", name: "hello.txt", data: Data("x".utf8),
+                contentType: "text/plain",
                 revision: "1-6f779045fa120fa25d6bf2dc96bae018"),
             response: stale.simulated)
         #expect(conflict.error?.statusCode == 409)
@@ -43,7 +45,8 @@ struct AttachmentOperationTests {
         let create = try #require(Transcripts.step("attachments", "s14"))
         let created = Simulation.run(
             PutAttachmentOperation(
-                database: "tx_att", documentID: "newdoc", name: "first.txt", data: Data("first\n".utf8), contentType: "text/plain"),
+                database: "tx_att", documentID: "newdoc", name: "first.txt", data: Data("first\n".utf8),
+                contentType: "text/plain"),
             response: create.simulated)
         #expect(requestLine(created.request) == requestLine(create))
         #expect(created.value?.rev == "1-ff73c15383c03daecaf5e9d01dc21e4d")
@@ -53,7 +56,8 @@ struct AttachmentOperationTests {
     func names() {
         let run = Simulation.run(
             PutAttachmentOperation(
-                database: "db", documentID: "a/b", name: "img/2024 1/ü+x.png", data: Data([0, 1]), contentType: "image/png",
+                database: "db", documentID: "a/b", name: "img/2024 1/ü+x.png", data: Data([0, 1]),
+                contentType: "image/png",
                 revision: "1-a", revisionPlacement: .ifMatch),
             response: .json(201, #"{"ok":true,"id":"a/b","rev":"2-b"}"#))
         #expect(requestLine(run.request) == "PUT /db/a%2Fb/img/2024%201/%C3%BC%2Bx.png")
@@ -79,16 +83,21 @@ struct AttachmentOperationTests {
             GetAttachmentOperation(database: "tx_att", documentID: "doc", name: "hello.txt"), response: text.simulated)
         #expect(requestLine(run.request) == requestLine(text))
         #expect(run.request?.headers["Accept"] == "*/*")
-        #expect(run.value == DataResponse(data: Data("Hello, CouchDB! Hello, CouchDB! Hello, CouchDB!\n".utf8), contentType: "text/plain"))
+        #expect(
+            run.value
+                == DataResponse(
+                    data: Data("Hello, CouchDB! Hello, CouchDB! Hello, CouchDB!\n".utf8), contentType: "text/plain"))
 
         let binary = try #require(Transcripts.step("attachments", "s06"))
         let bin = Simulation.run(
-            GetAttachmentOperation(database: "tx_att", documentID: "doc", name: "pixel.png"), response: binary.simulated)
+            GetAttachmentOperation(database: "tx_att", documentID: "doc", name: "pixel.png"), response: binary.simulated
+        )
         #expect(bin.value?.data == Self.png)
 
         let ranged = try #require(Transcripts.step("attachments", "s10"))
         let part = Simulation.run(
-            GetAttachmentOperation(database: "tx_att", documentID: "doc", name: "pixel.png", range: .closed(from: 0, to: 7)),
+            GetAttachmentOperation(
+                database: "tx_att", documentID: "doc", name: "pixel.png", range: .closed(from: 0, to: 7)),
             response: ranged.simulated)
         #expect(part.request?.headers["Range"] == "bytes=0-7")
         let response = try part.result.get()
@@ -98,14 +107,16 @@ struct AttachmentOperationTests {
 
         let ignored = try #require(Transcripts.step("attachments", "s09"))
         let whole = Simulation.run(
-            GetAttachmentOperation(database: "tx_att", documentID: "doc", name: "hello.txt", range: .closed(from: 0, to: 4)),
+            GetAttachmentOperation(
+                database: "tx_att", documentID: "doc", name: "hello.txt", range: .closed(from: 0, to: 4)),
             response: ignored.simulated)
         #expect(try whole.result.get().statusCode == 200)
         #expect(whole.value?.data.count == 48)
 
         let missing = try #require(Transcripts.step("attachments", "s12"))
         let notFound = Simulation.run(
-            GetAttachmentOperation(database: "tx_att", documentID: "doc", name: "missing.txt"), response: missing.simulated)
+            GetAttachmentOperation(database: "tx_att", documentID: "doc", name: "missing.txt"),
+            response: missing.simulated)
         #expect(notFound.error?.statusCode == 404)
         #expect(notFound.error?.reason == "Document is missing attachment")
 
@@ -130,9 +141,12 @@ struct AttachmentOperationTests {
         #expect(requestLine(run.request) == requestLine(step))
         #expect(
             try run.result.get().value
-                == AttachmentHead(contentType: "text/plain", length: 48, digest: "md5-sa447aTau5kFz1Dd+5WrYQ==", acceptsRanges: false))
+                == AttachmentHead(
+                    contentType: "text/plain", length: 48, digest: "md5-sa447aTau5kFz1Dd+5WrYQ==", acceptsRanges: false)
+        )
         let missing = Simulation.run(
-            HeadAttachmentOperation(database: "tx_att", documentID: "doc", name: "nope"), response: SimulatedResponse(status: 404))
+            HeadAttachmentOperation(database: "tx_att", documentID: "doc", name: "nope"),
+            response: SimulatedResponse(status: 404))
         #expect(try missing.result.get().value == nil)
     }
 
@@ -141,7 +155,8 @@ struct AttachmentOperationTests {
         let step = try #require(Transcripts.step("attachments", "delatt"))
         let run = Simulation.run(
             DeleteAttachmentOperation(
-                database: "tx_att", documentID: "doc", name: "pixel.png", revision: "3-c7ba307a51982d79f8e103f872d5882d"),
+                database: "tx_att", documentID: "doc", name: "pixel.png", revision: "3-c7ba307a51982d79f8e103f872d5882d"
+            ),
             response: step.simulated)
         #expect(requestLine(run.request) == requestLine(step))
         #expect(run.value?.rev == "4-d5166ec59dc8e7b4c239dd93a7c2e957")
@@ -155,7 +170,8 @@ struct AttachmentOperationTests {
                 "note.txt": .inline(Data("inline note\n".utf8), contentType: "text/plain"),
                 "blob.bin": .inline(Data(0..<16), contentType: "application/octet-stream"),
             ], body: JSONValue.object([:]))
-        let run = Simulation.run(PutDocumentOperation(database: "tx_att", id: "inline", document: doc), response: step.simulated)
+        let run = Simulation.run(
+            PutDocumentOperation(database: "tx_att", id: "inline", document: doc), response: step.simulated)
         #expect(requestLine(run.request) == requestLine(step))
         #expect(run.request?.bodyJSON == recordedRequestJSON(step))
 
@@ -165,7 +181,9 @@ struct AttachmentOperationTests {
         let attachments = try #require(try read.result.get().value.attachments)
         #expect(
             attachments["pixel.png"]
-                == Attachment(contentType: "image/png", stub: true, digest: "md5-+Cm5FPxHz8nAdHwRnCfPGw==", length: 70, revpos: 3))
+                == Attachment(
+                    contentType: "image/png", stub: true, digest: "md5-+Cm5FPxHz8nAdHwRnCfPGw==", length: 70, revpos: 3)
+        )
 
         let inlined = try #require(Transcripts.step("attachments", "s16"))
         let withData = Simulation.run(
@@ -174,7 +192,9 @@ struct AttachmentOperationTests {
             response: inlined.simulated)
         #expect(requestLine(withData.request) == requestLine(inlined))
         #expect(withData.value?.attachments?["pixel.png"]?.data == Self.png)
-        #expect(withData.value?.attachments?["hello.txt"]?.data == Data("Hello, CouchDB! Hello, CouchDB! Hello, CouchDB!\n".utf8))
+        #expect(
+            withData.value?.attachments?["hello.txt"]?.data
+                == Data("Hello, CouchDB! Hello, CouchDB! Hello, CouchDB!\n".utf8))
 
         let encoded = try #require(Transcripts.step("attachments", "s17"))
         let info = Simulation.run(
@@ -198,7 +218,8 @@ struct AttachmentOperationTests {
             database: "db", id: "report", document: doc,
             attachments: [
                 AttachmentUpload(name: "pixel.png", contentType: "image/png", data: Self.png),
-                AttachmentUpload(name: "a \"quoted\".txt", contentType: "text/plain", data: Data("hi\r\n--not a boundary".utf8)),
+                AttachmentUpload(
+                    name: "a \"quoted\".txt", contentType: "text/plain", data: Data("hi\r\n--not a boundary".utf8)),
             ])
         let run = Simulation.run(op, response: .json(201, #"{"ok":true,"id":"report","rev":"2-b"}"#))
         let request = try #require(run.request)
@@ -230,11 +251,15 @@ struct AttachmentOperationTests {
         #expect(parts[2].filename == "a \"quoted\".txt")
         #expect(parts[2].body == Data("hi\r\n--not a boundary".utf8))
 
-        let none = PutMultipartDocumentOperation(database: "db", id: "r", document: ["a": 1] as JSONValue, attachments: [])
+        let none = PutMultipartDocumentOperation(
+            database: "db", id: "r", document: ["a": 1] as JSONValue, attachments: [])
         #expect(Simulation.run(none, responses: []).error?.kind == .validation)
         let twice = PutMultipartDocumentOperation(
             database: "db", id: "r", document: ["a": 1] as JSONValue,
-            attachments: [AttachmentUpload(name: "x", contentType: "a/b", data: Data()), AttachmentUpload(name: "x", contentType: "a/b", data: Data())])
+            attachments: [
+                AttachmentUpload(name: "x", contentType: "a/b", data: Data()),
+                AttachmentUpload(name: "x", contentType: "a/b", data: Data()),
+            ])
         #expect(Simulation.run(twice, responses: []).error?.kind == .validation)
     }
 
@@ -258,7 +283,9 @@ struct AttachmentOperationTests {
             [
                 MIMEPart(
                     headers: ["Content-Type": "application/json"],
-                    body: Data(#"{"_id":"d","_rev":"2-b","_attachments":{"p.png":{"content_type":"image/png","revpos":2,"digest":"md5-x","length":70,"follows":true}}}"#.utf8)),
+                    body: Data(
+                        #"{"_id":"d","_rev":"2-b","_attachments":{"p.png":{"content_type":"image/png","revpos":2,"digest":"md5-x","length":70,"follows":true}}}"#
+                            .utf8)),
                 MIMEPart(
                     headers: ["Content-Disposition": "attachment; filename=\"p.png\"", "Content-Type": "image/png"],
                     body: Self.png),
@@ -266,12 +293,16 @@ struct AttachmentOperationTests {
         let outer = MultipartCoding.encode(
             [
                 MIMEPart(headers: ["Content-Type": "multipart/related; boundary=\"inner42\""], body: inner),
-                MIMEPart(headers: ["Content-Type": "application/json; error=\"true\""], body: Data(#"{"missing":"3-c"}"#.utf8)),
+                MIMEPart(
+                    headers: ["Content-Type": "application/json; error=\"true\""],
+                    body: Data(#"{"missing":"3-c"}"#.utf8)),
             ], boundary: "outer7")
         let run = Simulation.run(
             GetOpenRevisionsMultipartOperation(
-                database: "db", id: "d", revisions: .revisions(["2-b", "3-c"]), options: DocumentReadOptions(attachments: true)),
-            response: SimulatedResponse(status: 200, headers: ["Content-Type": "multipart/mixed; boundary=\"outer7\""], body: outer))
+                database: "db", id: "d", revisions: .revisions(["2-b", "3-c"]),
+                options: DocumentReadOptions(attachments: true)),
+            response: SimulatedResponse(
+                status: 200, headers: ["Content-Type": "multipart/mixed; boundary=\"outer7\""], body: outer))
         #expect(run.request?.query == "open_revs=%5B%222-b%22%2C%223-c%22%5D&attachments=true")
         let revisions = try run.result.get().value
         #expect(revisions.count == 2)
@@ -284,6 +315,8 @@ struct AttachmentOperationTests {
             GetOpenRevisionsMultipartOperation(database: "db", id: "d"), response: .json(200, "[]"))
         #expect(notMultipart.error?.kind == .decoding)
         #expect(throws: CouchError.self) { try MultipartCoding.decode(Data("garbage".utf8), boundary: "b") }
-        #expect(throws: CouchError.self) { try MultipartCoding.decode(Data("--b\r\nX: y\r\n\r\nno end".utf8), boundary: "b") }
+        #expect(throws: CouchError.self) {
+            try MultipartCoding.decode(Data("--b\r\nX: y\r\n\r\nno end".utf8), boundary: "b")
+        }
     }
 }

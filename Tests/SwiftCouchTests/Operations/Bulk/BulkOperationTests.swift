@@ -23,11 +23,15 @@ struct BulkOperationTests {
             CouchDocument(id: "a", rev: "1-7a7e4b29f3af401e69b6f86e4c26b727", body: ["v": 2] as JSONValue),
             CouchDocument(id: "b", body: ["v": "no rev"]), CouchDocument(id: "c", body: ["v": 1]),
         ]
-        let mixedRun = Simulation.run(BulkDocsOperation(database: "tx_bulk", documents: typed), response: mixed.simulated)
+        let mixedRun = Simulation.run(
+            BulkDocsOperation(database: "tx_bulk", documents: typed), response: mixed.simulated)
         #expect(mixedRun.request?.bodyJSON == recordedRequestJSON(mixed))
         let results = try mixedRun.result.get().value
-        #expect(results.map(\.rev) == ["2-d0df861eb528e79690cd2ff3c4d394f3", nil, "1-7a7e4b29f3af401e69b6f86e4c26b727"])
-        #expect(results[1] == .failure(DocumentError(id: "b", rev: nil, error: "conflict", reason: "Document update conflict.")))
+        #expect(
+            results.map(\.rev) == ["2-d0df861eb528e79690cd2ff3c4d394f3", nil, "1-7a7e4b29f3af401e69b6f86e4c26b727"])
+        #expect(
+            results[1]
+                == .failure(DocumentError(id: "b", rev: nil, error: "conflict", reason: "Document update conflict.")))
         #expect(results[1].error?.error == "conflict")
     }
 
@@ -37,7 +41,10 @@ struct BulkOperationTests {
         let deletion = Simulation.run(
             BulkDocsOperation(
                 database: "tx_bulk",
-                documents: [CouchDocument(id: "c", rev: "1-7a7e4b29f3af401e69b6f86e4c26b727", deleted: true, body: JSONValue.object([:]))]),
+                documents: [
+                    CouchDocument(
+                        id: "c", rev: "1-7a7e4b29f3af401e69b6f86e4c26b727", deleted: true, body: JSONValue.object([:]))
+                ]),
             response: deleteStep.simulated)
         #expect(deletion.request?.bodyJSON == recordedRequestJSON(deleteStep))
         #expect(deletion.value?.first?.rev == "2-d9b15b235a7d0afdfe6058d5fb8afbd1")
@@ -45,11 +52,16 @@ struct BulkOperationTests {
         let replicated = try #require(Transcripts.step("bulk", "s06"))
         let history = Revisions(
             start: 3,
-            ids: ["cccccccccccccccccccccccccccccccc", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"])
+            ids: [
+                "cccccccccccccccccccccccccccccccc", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+                "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+            ])
         let op = BulkDocsOperation(
             database: "tx_bulk",
             documents: [
-                CouchDocument(id: "r", rev: "3-cccccccccccccccccccccccccccccccc", revisions: history, body: ["v": "replicated"] as JSONValue)
+                CouchDocument(
+                    id: "r", rev: "3-cccccccccccccccccccccccccccccccc", revisions: history,
+                    body: ["v": "replicated"] as JSONValue)
             ], newEdits: false)
         #expect(op.isIdempotent == true)
         let run = Simulation.run(op, response: replicated.simulated)
@@ -58,7 +70,8 @@ struct BulkOperationTests {
 
         let illegal = try #require(Transcripts.step("bulk", "s04"))
         let bad = Simulation.run(
-            BulkDocsOperation(database: "tx_bulk", documents: [["_id": "d", "v": 1], ["_id": "_illegal", "v": 1]] as [JSONValue]),
+            BulkDocsOperation(
+                database: "tx_bulk", documents: [["_id": "d", "v": 1], ["_id": "_illegal", "v": 1]] as [JSONValue]),
             response: illegal.simulated)
         #expect(bad.error?.statusCode == 400)
         #expect(bad.error?.error == "illegal_docid")
@@ -75,7 +88,9 @@ struct BulkOperationTests {
     func allOrNothing() throws {
         let step = try #require(Transcripts.step("bulk", "s08"))
         let run = Simulation.run(
-            BulkDocsOperation(database: "tx_bulk", documents: [["_id": "aon1"], ["_id": "a", "v": "conflict"]] as [JSONValue], allOrNothing: true),
+            BulkDocsOperation(
+                database: "tx_bulk", documents: [["_id": "aon1"], ["_id": "a", "v": "conflict"]] as [JSONValue],
+                allOrNothing: true),
             response: step.simulated)
         #expect(run.request?.bodyJSON == recordedRequestJSON(step))
         #expect(run.error?.kind == .http)
@@ -88,7 +103,8 @@ struct BulkOperationTests {
     func bulkDocsValidation() {
         let empty = Simulation.run(BulkDocsOperation(database: "db", documents: [JSONValue]()), responses: [])
         #expect(empty.error?.kind == .validation)
-        let scalar = Simulation.run(BulkDocsOperation(database: "db", documents: [["a": 1], 2] as [JSONValue]), responses: [])
+        let scalar = Simulation.run(
+            BulkDocsOperation(database: "db", documents: [["a": 1], 2] as [JSONValue]), responses: [])
         #expect(scalar.error?.kind == .serialisation)
         #expect(scalar.error?.message.contains("Document 1") == true)
         #expect(scalar.requests.isEmpty)
@@ -118,7 +134,9 @@ struct BulkOperationTests {
         #expect(missing == DocumentError(id: "missing", rev: nil, error: "not_found", reason: "missing"))
         #expect(
             response.results[2].docs == [
-                .failed(DocumentError(id: "a", rev: "1-0123456789abcdef0123456789abcdef", error: "not_found", reason: "missing"))
+                .failed(
+                    DocumentError(
+                        id: "a", rev: "1-0123456789abcdef0123456789abcdef", error: "not_found", reason: "missing"))
             ])
         if case .failed(let malformed)? = response.results[3].docs.first {
             #expect(malformed.error == "bad_request")
@@ -167,7 +185,8 @@ struct BulkOperationTests {
     @Test("_all_docs keys: POST, deleted rows, error rows for unknown keys, offset null, doc null")
     func allDocsKeys() throws {
         let step = try #require(Transcripts.step("all_docs", "s06"))
-        let op = AllDocsOperation<JSONValue>(database: "tx_alldocs", options: KeyRangeOptions(keys: ["b", "e", "zz", "a"]))
+        let op = AllDocsOperation<JSONValue>(
+            database: "tx_alldocs", options: KeyRangeOptions(keys: ["b", "e", "zz", "a"]))
         #expect(op.isIdempotent == true)
         let run = Simulation.run(op, response: step.simulated)
         #expect(requestLine(run.request) == "POST /tx_alldocs/_all_docs")
@@ -197,13 +216,17 @@ struct BulkOperationTests {
             ("s08", KeyRangeOptions(startKey: "b", endKey: "d"), "start_key=%22b%22&end_key=%22d%22"),
             ("s09", KeyRangeOptions(descending: true), "descending=true"),
             ("s10", KeyRangeOptions(limit: 2, skip: 1), "skip=1&limit=2"),
-            ("s11", KeyRangeOptions(key: "c", includeDocs: true, conflicts: true), "key=%22c%22&include_docs=true&conflicts=true"),
+            (
+                "s11", KeyRangeOptions(key: "c", includeDocs: true, conflicts: true),
+                "key=%22c%22&include_docs=true&conflicts=true"
+            ),
             ("s12", KeyRangeOptions(limit: 0, updateSeq: true), "limit=0&update_seq=true"),
         ]
         for (name, options, query) in ranges {
             let step = try #require(Transcripts.step("all_docs", name))
             let run = Simulation.run(
-                AllDocsOperation<CouchDocument<JSONValue>>(database: "tx_alldocs", options: options), response: step.simulated)
+                AllDocsOperation<CouchDocument<JSONValue>>(database: "tx_alldocs", options: options),
+                response: step.simulated)
             #expect(run.request?.method == "GET")
             #expect(run.request?.query == query)
             #expect(sortedQuery(run.request) == sortedQuery(step.path), "\(name)")
@@ -244,12 +267,14 @@ struct BulkOperationTests {
 
         let partition = try #require(Transcripts.step("partitioned", "s09"))
         let part = Simulation.run(
-            AllDocsOperation<JSONValue>(database: "tx_part", source: .partition("sensor-1")), response: partition.simulated)
+            AllDocsOperation<JSONValue>(database: "tx_part", source: .partition("sensor-1")),
+            response: partition.simulated)
         #expect(requestLine(part.request) == requestLine(partition))
         #expect(part.value?.rows.map(\.key) == ["sensor-1:r1", "sensor-1:r2"])
 
         for bad in ["", "_x", "a:b"] {
-            let run = Simulation.run(AllDocsOperation<JSONValue>(database: "db", source: .partition(bad)), responses: [])
+            let run = Simulation.run(
+                AllDocsOperation<JSONValue>(database: "db", source: .partition(bad)), responses: [])
             #expect(run.error?.kind == .validation, "\(bad)")
         }
     }
@@ -259,7 +284,8 @@ struct BulkOperationTests {
         let op = AllDocsQueriesOperation<JSONValue>(
             database: "db",
             queries: [KeyRangeOptions(keys: ["a", "b"]), KeyRangeOptions(startKey: "c", limit: 1, includeDocs: true)])
-        let body = #"{"results":[{"total_rows":3,"offset":null,"rows":[{"id":"a","key":"a","value":{"rev":"1-a"}},{"key":"b","error":"not_found"}]},{"total_rows":3,"offset":2,"rows":[{"id":"c","key":"c","value":{"rev":"1-c"},"doc":{"_id":"c","_rev":"1-c"}}]}]}"#
+        let body =
+            #"{"results":[{"total_rows":3,"offset":null,"rows":[{"id":"a","key":"a","value":{"rev":"1-a"}},{"key":"b","error":"not_found"}]},{"total_rows":3,"offset":2,"rows":[{"id":"c","key":"c","value":{"rev":"1-c"},"doc":{"_id":"c","_rev":"1-c"}}]}]}"#
         let run = Simulation.run(op, response: .json(200, body))
         #expect(requestLine(run.request) == "POST /db/_all_docs/queries")
         #expect(
@@ -281,7 +307,8 @@ struct BulkOperationTests {
         #expect(none.error?.kind == .validation)
     }
 
-    @Test("Key-range validation: conflicting and impossible options are refused before sending",
+    @Test(
+        "Key-range validation: conflicting and impossible options are refused before sending",
         arguments: [
             KeyRangeOptions(limit: -1), KeyRangeOptions(skip: -2), KeyRangeOptions(keys: []),
             KeyRangeOptions(key: "a", keys: ["b"]), KeyRangeOptions(key: "a", startKey: "a"),

@@ -22,7 +22,10 @@ struct DocumentOperationTests {
         #expect(run.request?.bodyJSON == recordedRequestJSON(step))
         let value = try run.result.get()
         #expect(value.statusCode == 201)
-        #expect(value.value == DocumentWriteResponse(ok: true, id: "8e7d4e87dcbfcdc2ba3adf93740d278a", rev: "1-dbf5edc30b1b3ace90b5b6b156b4a499"))
+        #expect(
+            value.value
+                == DocumentWriteResponse(
+                    ok: true, id: "8e7d4e87dcbfcdc2ba3adf93740d278a", rev: "1-dbf5edc30b1b3ace90b5b6b156b4a499"))
         #expect(value.headers["Location"] == "http://127.0.0.1:5984/tx_docs/8e7d4e87dcbfcdc2ba3adf93740d278a")
 
         let batch = Simulation.run(
@@ -38,7 +41,11 @@ struct DocumentOperationTests {
         let run = Simulation.run(HeadDocumentOperation(database: "tx_docs", id: "doc1"), response: step.simulated)
         #expect(requestLine(run.request) == requestLine(step))
         let head = try #require(try run.result.get().value)
-        #expect(head == DocumentHead(etag: "1-1be7d3c6b2f1e03147ca8fdae601830d", revision: "1-1be7d3c6b2f1e03147ca8fdae601830d", contentLength: 85))
+        #expect(
+            head
+                == DocumentHead(
+                    etag: "1-1be7d3c6b2f1e03147ca8fdae601830d", revision: "1-1be7d3c6b2f1e03147ca8fdae601830d",
+                    contentLength: 85))
 
         let missing = Simulation.run(
             HeadDocumentOperation(database: "tx_docs", id: "nope"), response: SimulatedResponse(status: 404))
@@ -48,7 +55,9 @@ struct DocumentOperationTests {
             HeadDocumentOperation(database: "tx_local", id: "_local/cfg"),
             response: SimulatedResponse(status: 200, headers: ["ETag": "\"2MFE16LIVQ804CQRHM35YUDFI\""]))
         #expect(requestLine(local.request) == "HEAD /tx_local/_local/cfg")
-        #expect(try local.result.get().value == DocumentHead(etag: "2MFE16LIVQ804CQRHM35YUDFI", revision: nil, contentLength: nil))
+        #expect(
+            try local.result.get().value
+                == DocumentHead(etag: "2MFE16LIVQ804CQRHM35YUDFI", revision: nil, contentLength: nil))
 
         let denied = Simulation.run(
             HeadDocumentOperation(database: "tx_docs", id: "doc1"), response: SimulatedResponse(status: 401))
@@ -137,7 +146,9 @@ struct DocumentOperationTests {
             response: info.simulated)
         #expect(requestLine(withInfo.request) == requestLine(info))
         #expect(withInfo.value?.revisionsInfo?.count == 3)
-        #expect(withInfo.value?.revisionsInfo?.first == RevisionInfo(rev: "3-bc263e60b1f08e22a09f6061fa6c9d93", status: .available))
+        #expect(
+            withInfo.value?.revisionsInfo?.first
+                == RevisionInfo(rev: "3-bc263e60b1f08e22a09f6061fa6c9d93", status: .available))
 
         let conflicts = try #require(Transcripts.step("documents", "s17"))
         let withConflicts = Simulation.run(
@@ -169,7 +180,8 @@ struct DocumentOperationTests {
         doc.conflicts = ["1-b"]
         doc.attachments = ["a.txt": .inline(Data("hi".utf8), contentType: "text/plain"), "keep.png": .keep]
         let run = Simulation.run(
-            PutDocumentOperation(database: "db", id: "n1", document: doc), response: .json(201, #"{"ok":true,"id":"n1","rev":"2-b"}"#))
+            PutDocumentOperation(database: "db", id: "n1", document: doc),
+            response: .json(201, #"{"ok":true,"id":"n1","rev":"2-b"}"#))
         #expect(
             run.request?.bodyJSON == [
                 "_id": "n1", "_rev": "1-a", "title": "t", "count": 1,
@@ -226,7 +238,9 @@ struct DocumentOperationTests {
             let step = try #require(Transcripts.step("documents", name))
             // s31 is an id the client refuses itself; send it through GenericOperation to read the answer.
             let op = GenericJSONOperation<DocumentWriteResponse>(
-                GenericOperation(method: .put, path: CouchPath(segments: step.path.split(separator: "/").map(String.init)), body: step.requestBody))
+                GenericOperation(
+                    method: .put, path: CouchPath(segments: step.path.split(separator: "/").map(String.init)),
+                    body: step.requestBody))
             let run = Simulation.run(op, response: step.simulated)
             #expect(requestLine(run.request) == requestLine(step))
             #expect(run.error?.statusCode == 400)
@@ -247,11 +261,15 @@ struct DocumentOperationTests {
         #expect(requestLine(run.request) == requestLine(step))
         #expect(run.request?.headers["Accept"] == "application/json")
         let revisions = try run.result.get().value
-        #expect(revisions.compactMap(\.document?.rev).sorted() == ["1-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "1-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"])
+        #expect(
+            revisions.compactMap(\.document?.rev).sorted() == [
+                "1-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "1-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+            ])
 
         let listed = Simulation.run(
             GetOpenRevisionsOperation<JSONValue>(
-                database: "db", id: "d", revisions: .revisions(["1-a", "9-z"]), options: DocumentReadOptions(revisions: true, latest: true)),
+                database: "db", id: "d", revisions: .revisions(["1-a", "9-z"]),
+                options: DocumentReadOptions(revisions: true, latest: true)),
             response: .json(200, #"[{"ok":{"_id":"d","_rev":"1-a"}},{"missing":"9-z"}]"#))
         #expect(listed.request?.query == "open_revs=%5B%221-a%22%2C%229-z%22%5D&revs=true&latest=true")
         let values = try listed.result.get().value
@@ -275,7 +293,8 @@ struct DocumentOperationTests {
 
         let read = try #require(Transcripts.step("local_docs", "s03"))
         let get = Simulation.run(
-            GetDocumentOperation<CouchDocument<JSONValue>>(database: "tx_local", id: "_local/cfg"), response: read.simulated)
+            GetDocumentOperation<CouchDocument<JSONValue>>(database: "tx_local", id: "_local/cfg"),
+            response: read.simulated)
         #expect(requestLine(get.request) == requestLine(read))
         #expect(get.value?.rev == "0-1")
         #expect(get.value?.body["setting"] == "a")
@@ -283,19 +302,22 @@ struct DocumentOperationTests {
         let upd = try #require(Transcripts.step("local_docs", "upd"))
         let update = Simulation.run(
             PutDocumentOperation(
-                database: "tx_local", id: "_local/cfg", document: CouchDocument(rev: "0-1", body: ["setting": "c"] as JSONValue)),
+                database: "tx_local", id: "_local/cfg",
+                document: CouchDocument(rev: "0-1", body: ["setting": "c"] as JSONValue)),
             response: upd.simulated)
         #expect(update.request?.bodyJSON == recordedRequestJSON(upd))
         #expect(update.value?.rev == "0-2")
 
         let remove = try #require(Transcripts.step("local_docs", "s08"))
         let delete = Simulation.run(
-            DeleteDocumentOperation(database: "tx_local", id: "_local/cfg", revision: "0-2"), response: remove.simulated)
+            DeleteDocumentOperation(database: "tx_local", id: "_local/cfg", revision: "0-2"), response: remove.simulated
+        )
         #expect(requestLine(delete.request) == requestLine(remove))
         #expect(delete.value?.rev == "0-0")
 
         let gone = try #require(Transcripts.step("local_docs", "s09"))
-        let after = Simulation.run(GetJSONDocumentOperation(database: "tx_local", id: "_local/cfg"), response: gone.simulated)
+        let after = Simulation.run(
+            GetJSONDocumentOperation(database: "tx_local", id: "_local/cfg"), response: gone.simulated)
         #expect(after.error?.statusCode == 404)
         #expect(after.error?.reason == "missing")
     }

@@ -12,7 +12,8 @@ struct GenericOperationTests {
             query: [URLQueryItem(name: "q", value: "a+b c"), URLQueryItem(name: "limit", value: "5")],
             headers: ["Accept": "text/plain", "X-Trace": "1"], body: Data("payload".utf8), contentType: "text/plain")
         let run = Simulation.run(
-            op, response: SimulatedResponse(status: 200, headers: ["Content-Type": "text/plain"], body: Data("ok".utf8)))
+            op, response: SimulatedResponse(status: 200, headers: ["Content-Type": "text/plain"], body: Data("ok".utf8))
+        )
         let request = try #require(run.request)
         #expect(requestLine(request) == "REPORT /my%2Fdb/_design/app/_nouveau/by%20title?q=a%2Bb%20c&limit=5")
         #expect(request.headers["Accept"] == "text/plain")
@@ -28,7 +29,8 @@ struct GenericOperationTests {
         let request = try GenericOperation(
             path: CouchPath("tx_mango", "_explain"), jsonBody: ["selector": ["year": ["$gt": 2000]]] as JSONValue,
             isIdempotent: true)
-        let run = Simulation.run(GenericJSONOperation<Explain>(request), response: .json(200, #"{"dbname":"tx_mango"}"#))
+        let run = Simulation.run(
+            GenericJSONOperation<Explain>(request), response: .json(200, #"{"dbname":"tx_mango"}"#))
         #expect(requestLine(run.request) == "POST /tx_mango/_explain")
         #expect(run.request?.headers["Content-Type"] == "application/json")
         #expect(run.request?.headers["Accept"] == "application/json")
@@ -38,7 +40,8 @@ struct GenericOperationTests {
 
         let step = try #require(Transcripts.step("documents", "s14"))
         let missing = Simulation.run(
-            GenericJSONOperation<JSONValue>(GenericOperation(path: CouchPath("tx_docs", "nope"))), response: step.simulated)
+            GenericJSONOperation<JSONValue>(GenericOperation(path: CouchPath("tx_docs", "nope"))),
+            response: step.simulated)
         #expect(requestLine(missing.request) == requestLine(step))
         #expect(missing.error?.statusCode == 404)
         #expect(missing.error?.reason == "missing")

@@ -64,18 +64,23 @@ struct ViewOperationTests {
                 response: step.simulated)
             #expect(run.request?.query == query, "\(name)")
             let recorded = sortedQuery(step.path).map {
-                $0.replacingOccurrences(of: "startkey=", with: "start_key=").replacingOccurrences(of: "endkey=", with: "end_key=")
+                $0.replacingOccurrences(of: "startkey=", with: "start_key=").replacingOccurrences(
+                    of: "endkey=", with: "end_key=")
             }.sorted()
             #expect(sortedQuery(run.request) == recorded, "\(name)")
             let value = try run.result.get().value
-            #expect(value.rows.map(\.id) == step.responseJSON?["rows"]?.arrayValue?.map { $0["id"]?.stringValue }, "\(name)")
+            #expect(
+                value.rows.map(\.id) == step.responseJSON?["rows"]?.arrayValue?.map { $0["id"]?.stringValue }, "\(name)"
+            )
         }
     }
 
     @Test("POST keys: rows follow the order of the keys; include_docs decodes typed documents")
     func keysAndDocs() throws {
         let step = try #require(Transcripts.step("views", "s08"))
-        let op = ByName(database: "tx_views", design: "app", view: "by_name", options: ViewQueryOptions(keys: ["daikon", "apple", "nope"]))
+        let op = ByName(
+            database: "tx_views", design: "app", view: "by_name",
+            options: ViewQueryOptions(keys: ["daikon", "apple", "nope"]))
         #expect(op.isIdempotent == true)
         let run = Simulation.run(op, response: step.simulated)
         #expect(requestLine(run.request) == requestLine(step))
@@ -84,12 +89,18 @@ struct ViewOperationTests {
 
         let docs = try #require(Transcripts.step("views", "s13"))
         let withDocs = Simulation.run(
-            ByName(database: "tx_views", design: "app", view: "by_name", options: ViewQueryOptions(limit: 2, includeDocs: true)),
+            ByName(
+                database: "tx_views", design: "app", view: "by_name",
+                options: ViewQueryOptions(limit: 2, includeDocs: true)),
             response: docs.simulated)
         #expect(withDocs.request?.query == "limit=2&include_docs=true")
         #expect(sortedQuery(withDocs.request) == sortedQuery(docs.path))
         let rows = try withDocs.result.get().value.rows
-        #expect(rows[0].doc == Produce(_id: "p1", _rev: "1-d7d5f5ee926fddaccfd4d2ea269c9dde", type: "fruit", name: "apple", score: 10, date: [2024, 1, 15]))
+        #expect(
+            rows[0].doc
+                == Produce(
+                    _id: "p1", _rev: "1-d7d5f5ee926fddaccfd4d2ea269c9dde", type: "fruit", name: "apple", score: 10,
+                    date: [2024, 1, 15]))
     }
 
     @Test("Reduce: null key without grouping, group=true, group_level, _stats values, reduce=false")
@@ -133,7 +144,8 @@ struct ViewOperationTests {
         let mapped = try #require(Transcripts.step("views", "s17"))
         let noReduce = Simulation.run(
             QueryViewOperation<String, Int, JSONValue>(
-                database: "tx_views", design: "app", view: "count_by_type", options: ViewQueryOptions(limit: 3, reduce: false)),
+                database: "tx_views", design: "app", view: "count_by_type",
+                options: ViewQueryOptions(limit: 3, reduce: false)),
             response: mapped.simulated)
         #expect(noReduce.request?.query == "limit=3&reduce=false")
         #expect(sortedQuery(noReduce.request) == sortedQuery(mapped.path))
@@ -150,10 +162,13 @@ struct ViewOperationTests {
             response: reversed.simulated)
         #expect(run.error?.statusCode == 400)
         #expect(run.error?.error == "query_parse_error")
-        #expect(run.error?.reason == "No rows can match your key range, reverse your start_key and end_key or set descending=false")
+        #expect(
+            run.error?.reason
+                == "No rows can match your key range, reverse your start_key and end_key or set descending=false")
 
         let missing = try #require(Transcripts.step("views", "s25"))
-        let nope = Simulation.run(QueryJSONViewOperation(database: "tx_views", design: "app", view: "nope"), response: missing.simulated)
+        let nope = Simulation.run(
+            QueryJSONViewOperation(database: "tx_views", design: "app", view: "nope"), response: missing.simulated)
         #expect(nope.error?.statusCode == 404)
         #expect(nope.error?.reason == "missing_named_view")
 
@@ -196,18 +211,23 @@ struct ViewOperationTests {
         #expect(run.value?.updateSeq == CouchSequence(12))
 
         let grouped = Simulation.run(
-            QueryJSONViewOperation(database: "db", design: "d", view: "v", options: ViewQueryOptions(endKey: ["a", [:]], group: true, groupLevel: 2)),
+            QueryJSONViewOperation(
+                database: "db", design: "d", view: "v",
+                options: ViewQueryOptions(endKey: ["a", [:]], group: true, groupLevel: 2)),
             response: .json(200, #"{"rows":[]}"#))
         #expect(grouped.request?.query == "end_key=%5B%22a%22%2C%7B%7D%5D&group=true&group_level=2")
     }
 
-    @Test("View option validation", arguments: [
-        ViewQueryOptions(groupLevel: -1), ViewQueryOptions(group: true, reduce: false),
-        ViewQueryOptions(groupLevel: 1, reduce: false), ViewQueryOptions(group: false, groupLevel: 1),
-        ViewQueryOptions(reduce: true, includeDocs: true), ViewQueryOptions(limit: -1),
-    ])
+    @Test(
+        "View option validation",
+        arguments: [
+            ViewQueryOptions(groupLevel: -1), ViewQueryOptions(group: true, reduce: false),
+            ViewQueryOptions(groupLevel: 1, reduce: false), ViewQueryOptions(group: false, groupLevel: 1),
+            ViewQueryOptions(reduce: true, includeDocs: true), ViewQueryOptions(limit: -1),
+        ])
     func validation(options: ViewQueryOptions) {
-        let run = Simulation.run(QueryJSONViewOperation(database: "db", design: "d", view: "v", options: options), responses: [])
+        let run = Simulation.run(
+            QueryJSONViewOperation(database: "db", design: "d", view: "v", options: options), responses: [])
         #expect(run.error?.kind == .validation)
         #expect(run.requests.isEmpty)
     }
@@ -233,7 +253,8 @@ struct ViewOperationTests {
             op,
             response: .json(
                 200,
-                #"{"results":[{"total_rows":2,"offset":null,"rows":[{"id":"x","key":"a","value":1}]},{"total_rows":2,"offset":0,"rows":[{"id":"x","key":"a","value":1}]}]}"#))
+                #"{"results":[{"total_rows":2,"offset":null,"rows":[{"id":"x","key":"a","value":1}]},{"total_rows":2,"offset":0,"rows":[{"id":"x","key":"a","value":1}]}]}"#
+            ))
         #expect(requestLine(run.request) == "POST /db/_design/app/_view/by_name/queries")
         #expect(run.request?.bodyJSON == ["queries": [["keys": ["a"]], ["limit": 1, "update": "false"]]])
         #expect(try run.result.get().value.results.map(\.rows.count) == [1, 1])
@@ -250,11 +271,14 @@ struct ViewOperationTests {
                 "count_by_type": .init(map: .source(mapByType), reduce: .count),
                 "sum_by_type": .init(map: .source(mapByType), reduce: .sum),
                 "stats_by_type": .init(map: .source(mapByType), reduce: .stats),
-                "js_sum_by_type": .init(map: .source(mapByType), reduce: "function(keys, values, rereduce) { return sum(values); }"),
+                "js_sum_by_type": .init(
+                    map: .source(mapByType), reduce: "function(keys, values, rereduce) { return sum(values); }"),
                 "by_date": .init(map: "function(doc) { if (doc.date) { emit(doc.date, doc.score); } }", reduce: .sum),
                 "collation": .init(map: "function(doc) { if ('k' in doc) { emit(doc.k, doc._id); } }"),
                 "throws_sometimes": .init(
-                    map: "function(doc) { if (doc.score > 35) { throw({forbidden: 'too big'}); } if (doc.type) { emit(doc._id, doc.score); } }"),
+                    map:
+                        "function(doc) { if (doc.score > 35) { throw({forbidden: 'too big'}); } if (doc.type) { emit(doc._id, doc.score); } }"
+                ),
             ])
         let run = Simulation.run(PutDocumentOperation(database: "tx_views", design: design), response: step.simulated)
         #expect(requestLine(run.request) == requestLine(step))
@@ -263,8 +287,10 @@ struct ViewOperationTests {
         #expect(run.request?.bodyJSON == .object(expected))
         #expect(run.value?.id == "_design/app")
 
-        let mango = #"{"_id":"_design/idx","_rev":"1-a","language":"query","views":{"by-name":{"map":{"fields":{"name":"asc"},"partial_filter_selector":{}},"reduce":"_count","options":{"def":{"fields":["name"]}}}},"options":{"partitioned":false},"filters":{"f":"function(doc, req) { return true; }"},"validate_doc_update":"function(n, o, u) {}","updates":{"u":"function(doc, req) { return [doc, 'ok']; }"},"shows":{"s":"function(doc, req) { return 'x'; }"},"lists":{"l":"function(head, req) {}"},"autoupdate":false,"rewrites":[{"from":"/a","to":"/b"}],"indexes":{"i":{"index":"function(doc) {}"}}}"#
-        let get = Simulation.run(GetDocumentOperation<DesignDocument>(database: "db", design: "idx"), response: .json(200, mango))
+        let mango =
+            #"{"_id":"_design/idx","_rev":"1-a","language":"query","views":{"by-name":{"map":{"fields":{"name":"asc"},"partial_filter_selector":{}},"reduce":"_count","options":{"def":{"fields":["name"]}}}},"options":{"partitioned":false},"filters":{"f":"function(doc, req) { return true; }"},"validate_doc_update":"function(n, o, u) {}","updates":{"u":"function(doc, req) { return [doc, 'ok']; }"},"shows":{"s":"function(doc, req) { return 'x'; }"},"lists":{"l":"function(head, req) {}"},"autoupdate":false,"rewrites":[{"from":"/a","to":"/b"}],"indexes":{"i":{"index":"function(doc) {}"}}}"#
+        let get = Simulation.run(
+            GetDocumentOperation<DesignDocument>(database: "db", design: "idx"), response: .json(200, mango))
         #expect(get.request?.path == "/db/_design/idx")
         let read = try get.result.get().value
         #expect(read.name == "idx")
@@ -278,13 +304,15 @@ struct ViewOperationTests {
         #expect(rewritten == (try JSONDecoder().decode(JSONValue.self, from: Data(mango.utf8))))
 
         let delete = Simulation.run(
-            DeleteDocumentOperation(database: "db", design: "_design/idx", revision: "1-a"), response: .json(200, #"{"ok":true,"id":"_design/idx","rev":"2-b"}"#))
+            DeleteDocumentOperation(database: "db", design: "_design/idx", revision: "1-a"),
+            response: .json(200, #"{"ok":true,"id":"_design/idx","rev":"2-b"}"#))
         #expect(requestLine(delete.request) == "DELETE /db/_design/idx?rev=1-a")
 
         let broken = try #require(Transcripts.step("views", "s04"))
         let refused = Simulation.run(
             PutDocumentOperation(
-                database: "tx_views", design: DesignDocument(name: "broken", views: ["v": .init(map: "function(doc) { emit(doc._id, ")])),
+                database: "tx_views",
+                design: DesignDocument(name: "broken", views: ["v": .init(map: "function(doc) { emit(doc._id, ")])),
             response: broken.simulated)
         #expect(refused.request?.bodyJSON?["views"] == recordedRequestJSON(broken)?["views"])
         #expect(refused.error?.error == "compilation_error")
@@ -294,7 +322,8 @@ struct ViewOperationTests {
             GetDesignDocumentInfoOperation(database: "db", design: "app"),
             response: .json(
                 200,
-                #"{"name":"app","view_index":{"collator_versions":["153.112"],"compact_running":false,"language":"javascript","purge_seq":0,"signature":"a1b2","sizes":{"active":100,"external":50,"file":4000},"update_seq":"12-g1AAAA","updater_running":false,"waiting_clients":0,"waiting_commit":false}}"#))
+                #"{"name":"app","view_index":{"collator_versions":["153.112"],"compact_running":false,"language":"javascript","purge_seq":0,"signature":"a1b2","sizes":{"active":100,"external":50,"file":4000},"update_seq":"12-g1AAAA","updater_running":false,"waiting_clients":0,"waiting_commit":false}}"#
+            ))
         #expect(requestLine(info.request) == "GET /db/_design/app/_info")
         let index = try info.result.get().value
         #expect(index.name == "app")
@@ -310,7 +339,8 @@ struct ViewOperationTests {
             ShowFunctionOperation(
                 database: "db", design: "app", function: "html", documentID: "a/b",
                 query: [URLQueryItem(name: "format", value: "full")], accept: "text/html"),
-            response: SimulatedResponse(status: 200, headers: ["Content-Type": "text/html"], body: Data("<p>x</p>".utf8)))
+            response: SimulatedResponse(
+                status: 200, headers: ["Content-Type": "text/html"], body: Data("<p>x</p>".utf8)))
         #expect(requestLine(show.request) == "GET /db/_design/app/_show/html/a%2Fb?format=full")
         #expect(show.request?.headers["Accept"] == "text/html")
         #expect(show.value == DataResponse(data: Data("<p>x</p>".utf8), contentType: "text/html"))
@@ -327,7 +357,8 @@ struct ViewOperationTests {
         let create = Simulation.run(
             UpdateHandlerOperation(database: "db", design: "app", function: "stamp", body: Data(#"{"x":1}"#.utf8)),
             response: SimulatedResponse(
-                status: 201, headers: ["X-Couch-Update-NewRev": "1-abc", "X-Couch-Id": "gen", "Content-Type": "text/plain"],
+                status: 201,
+                headers: ["X-Couch-Update-NewRev": "1-abc", "X-Couch-Id": "gen", "Content-Type": "text/plain"],
                 body: Data("ok".utf8)))
         #expect(requestLine(create.request) == "POST /db/_design/app/_update/stamp")
         #expect(create.request?.headers["Content-Type"] == "application/json")
@@ -339,7 +370,9 @@ struct ViewOperationTests {
             UpdateHandlerOperation(
                 database: "db", design: "app", function: "bump", documentID: "d 1", body: Data("n=2".utf8),
                 contentType: "application/x-www-form-urlencoded"),
-            response: SimulatedResponse(status: 409, headers: ["Content-Type": "application/json"], body: Data(#"{"error":"conflict","reason":"Document update conflict."}"#.utf8)))
+            response: SimulatedResponse(
+                status: 409, headers: ["Content-Type": "application/json"],
+                body: Data(#"{"error":"conflict","reason":"Document update conflict."}"#.utf8)))
         #expect(requestLine(update.request) == "PUT /db/_design/app/_update/bump/d%201")
         #expect(update.request?.headers["Content-Type"] == "application/x-www-form-urlencoded")
         #expect(update.error?.error == "conflict")
