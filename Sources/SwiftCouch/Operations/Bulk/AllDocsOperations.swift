@@ -55,9 +55,7 @@ public struct AllDocsOperation<Doc: Decodable & Sendable>: JSONOperation {
         try CouchValidation.validateDatabaseName(database)
         try source.validate()
         try options.validate()
-        for case .string(let key) in options.keys ?? [] where key.isEmpty {
-            throw CouchError.validation("keys must not contain an empty document id.")
-        }
+        try options.validateDocumentIDKeys()
     }
 
     public mutating func serialise() throws { body = try RowQueryRequest.body(keys: options.keys) }
@@ -67,6 +65,18 @@ public struct AllDocsOperation<Doc: Decodable & Sendable>: JSONOperation {
     public var data: Data? { body }
     public var parameters: [URLQueryItem] { options.parameters(includingKeys: false).queryItems }
     public var isIdempotent: Bool? { true }
+}
+
+extension KeyRangeOptions {
+    /// `_all_docs` is keyed by document id: its keys must be non-empty strings.
+    func validateDocumentIDKeys() throws(CouchError) {
+        let given = [key, startKey, endKey].compactMap { $0 } + (keys ?? [])
+        for value in given {
+            guard case .string(let id) = value, !id.isEmpty else {
+                throw CouchError.validation("_all_docs keys are document ids (non-empty strings), not \(value).")
+            }
+        }
+    }
 }
 
 /// `POST /{db}/_all_docs/queries` (and `_design_docs/queries`, `_local_docs/queries`) — several
@@ -95,7 +105,10 @@ public struct AllDocsQueriesOperation<Doc: Decodable & Sendable>: JSONOperation 
             throw CouchError.validation("A partition's _all_docs has no /queries endpoint; send one query per request.")
         }
         try RowQueryRequest.validate(queries: queries.count)
-        for query in queries { try query.validate() }
+        for query in queries {
+            try query.validate()
+            try query.validateDocumentIDKeys()
+        }
     }
 
     public mutating func serialise() throws {

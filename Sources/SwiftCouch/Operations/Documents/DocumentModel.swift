@@ -205,7 +205,9 @@ public struct DocumentReadOptions: Sendable, Hashable {
 /// print(doc.rev, doc.conflicts ?? [], doc.title)   // body fields via dynamic member lookup
 /// ```
 /// When written (`PUT`, `_bulk_docs`), the metadata that is set is added to the body's members;
-/// read-only metadata (`_conflicts`, `_revs_info`, `_local_seq`, ...) is never sent.
+/// read-only metadata (`_conflicts`, `_revs_info`, `_local_seq`, ...) is never sent. With a
+/// ``JSONValue`` body, the body still holds every member read, underscore ones included, but only
+/// the wrapper's properties are written back.
 @dynamicMemberLookup
 public struct CouchDocument<Body: Sendable>: Sendable {
     /// `_id`. Nil when the server should generate it (`POST /{db}`, `_bulk_docs`).

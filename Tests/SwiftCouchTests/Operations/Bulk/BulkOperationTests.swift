@@ -305,6 +305,10 @@ struct BulkOperationTests {
 
         let none = Simulation.run(AllDocsQueriesOperation<JSONValue>(database: "db", queries: []), responses: [])
         #expect(none.error?.kind == .validation)
+        let numeric = Simulation.run(
+            AllDocsQueriesOperation<JSONValue>(database: "db", queries: [KeyRangeOptions(keys: ["a", 1])]),
+            responses: [])
+        #expect(numeric.error?.message.contains("document ids") == true)
     }
 
     @Test(
@@ -314,6 +318,7 @@ struct BulkOperationTests {
             KeyRangeOptions(key: "a", keys: ["b"]), KeyRangeOptions(key: "a", startKey: "a"),
             KeyRangeOptions(keys: ["a"], endKey: "z"), KeyRangeOptions(conflicts: true),
             KeyRangeOptions(attachments: true), KeyRangeOptions(includeDocs: false, attachmentEncodingInfo: true),
+            KeyRangeOptions(keys: ["a", ""]), KeyRangeOptions(startKey: 1), KeyRangeOptions(key: ["a"]),
         ])
     func rangeValidation(options: KeyRangeOptions) {
         let run = Simulation.run(AllDocsOperation<JSONValue>(database: "db", options: options), responses: [])
