@@ -1,0 +1,66 @@
+import CouchTestServer
+import Foundation
+import SwiftCouch
+import Testing
+
+@Suite("End to end: the bulk writer")
+struct BulkWriterEndToEndTests {
+    @Test("2,500 documents in batches of 200, at most 3 in flight: one result per document, in order")
+    func writesEverything() async throws {
+        try await withDatabase("bulkwriter") { client, db in
+            let writer = BulkWriter<Note>(
+                client: client, database: db, options: .init(batchSize: 200, maximumBatchesInFlight: 3))
+            for index in 0..<2_500 {
+                try await writer.add(Note(_id: String(format: "n%05d", index), text: "note", n: index))
+            }
+            let results = try await writer.finish()
+            #expect(results.count == 2_500)
+            #expect(results.allSatisfy { $0.rev?.hasPrefix("1-") == true })
+            #expect(results.enumerated().allSatisfy { $0.element.id == String(format: "n%05d", $0.offset) })
+            let info = try await client.value(GetDatabaseInfoOperation(name: db))
+            #expect(info.docCount == 2_500)
+        }
+    }
+
+    @Test("Conflicting rows are reported, not retried; the rest are written")
+    func conflicts() async throws {
+        try await withDatabase("bulkconflict") { client, db in
+            _ = try await client.value(PutDocumentOperation(database: db, id: "taken", document: Note(text: "x", n: 0)))
+            let writer = BulkWriter<Note>(client: client, database: db, options: .init(batchSize: 2))
+            let results = try await writer.write(
+                contentsOf: [
+                    Note(_id: "a", text: "a", n: 1), Note(_id: "taken", text: "b", n: 2),
+                    Note(_id: "c", text: "c", n: 3),
+                ]
+                .async)
+            #expect(results.map(\.id) == ["a", "taken", "c"])
+            #expect(results[1].error?.error == "conflict")
+            #expect(results[0].rev != nil && results[2].rev != nil)
+        }
+    }
+
+    @Test("A 429 storm on _bulk_docs: every document still lands exactly once")
+    func storm() async throws {
+        let retries = RetryPolicy(maximumRetries: 30, initialDelay: 0.005, maximumDelay: 0.05)
+        try await withPrivateTestServer(for: "the bulk 429 storm", retryPolicy: retries) { server, client in
+            try await client.execute(CreateDatabaseOperation(name: "storm"))
+            _ = server.faults.failFraction(
+                0.5, with: .tooManyRequests(retryAfter: nil), matching: .path("/storm/_bulk_docs"))
+            let writer = BulkWriter<Note>(client: client, database: "storm", options: .init(batchSize: 50))
+            for index in 0..<500 { try await writer.add(Note(_id: "d\(index)", text: "", n: index)) }
+            let results = try await writer.finish()
+            #expect(results.allSatisfy { $0.rev?.hasPrefix("1-") == true })
+            #expect(try await client.value(GetDatabaseInfoOperation(name: "storm")).docCount == 500)
+        }
+    }
+}
+
+extension Array where Element: Sendable {
+    /// The elements as an `AsyncSequence`.
+    var async: AsyncStream<Element> {
+        AsyncStream { continuation in
+            for element in self { continuation.yield(element) }
+            continuation.finish()
+        }
+    }
+}
