@@ -25,9 +25,11 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
         /// Lower it in tests that create many users: every new password costs this many HMAC rounds.
         public var passwordIterations: Int = 600_000
 
+        /// The defaults: admin `admin`/`password`, 600 s sessions, in memory, CouchDB's 600000 PBKDF2 iterations.
         public init() {}
     }
 
+    /// The options the engine was created with.
     public let options: Options
 
     let clock = Clock()
