@@ -1,7 +1,7 @@
 import Foundation
 
 /// Who a request is made as: a name (nil when anonymous) and roles.
-public struct UserContext: Codable, Sendable, Equatable {
+public struct UserContext: Codable, Sendable, Hashable {
     /// The user name; nil for an anonymous request.
     public var name: String?
     /// The user's roles (`_admin` for server admins).
