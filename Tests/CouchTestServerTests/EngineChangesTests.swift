@@ -85,3 +85,19 @@ import Testing
         #expect(ids["pending"] == 2)
     }
 }
+
+@Suite struct EngineLongpollHeartbeatTests {
+    @Test func longpollWithHeartbeatSendsNewlinesUntilAChange() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        let writer = Thread {
+            Thread.sleep(forTimeInterval: 0.35)
+            engine.send("PUT", "/db/x", json: [:])
+        }
+        writer.start()
+        let reply = engine.send("GET", "/db/_changes?feed=longpoll&since=now&heartbeat=100")
+        #expect(reply.text.hasPrefix("\n"))
+        let body = try JSON.parse(reply.text.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(body["results"]?.arrayValue?.map { $0["id"] } == ["x"])
+    }
+}

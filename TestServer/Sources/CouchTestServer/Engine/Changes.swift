@@ -175,6 +175,8 @@ extension CouchEngine {
         case "normal":
             let batch = db.withLock { collectChanges(db, since: startSince, args: args, limit: args.limit) }
             return Reply.text(200, changesBody(db, batch), headers: [("ETag", etag)])
+        case "longpoll" where args.heartbeat != nil:
+            return heartbeatLongpoll(db, args: args, since: startSince)
         case "longpoll":
             let deadline = Date().addingTimeInterval(Double(args.timeout ?? 60000) / 1000)
             var since = startSince
@@ -198,6 +200,39 @@ extension CouchEngine {
         default:
             return continuousFeed(db, args: args, since: startSince)
         }
+    }
+
+    /// `feed=longpoll&heartbeat=…`: newlines while waiting (CouchDB then ignores `timeout`), the body once a change passes.
+    private func heartbeatLongpoll(_ db: Database, args: ChangesArgs, since start: Int) -> ServerResponse {
+        var response = ServerResponse(status: 200)
+        response.headers.add("Content-Type", "application/json")
+        response.headers.add("Cache-Control", "must-revalidate")
+        let engine = self
+        let interval = Double(args.heartbeat ?? 60000) / 1000
+        response.body = .stream { writer in
+            var since = start
+            while true {
+                let wakeAt = Date().addingTimeInterval(interval)
+                let (batch, stop): ((rows: [JSON], lastSeq: Int, pending: Int), Bool) = db.withLock {
+                    var batch = engine.collectChanges(db, since: since, args: args, limit: args.limit)
+                    while batch.rows.isEmpty, !db.isDeleted, !engine.isClosed, Date() < wakeAt {
+                        let seen = db.updateSeq
+                        while db.updateSeq == seen, !db.isDeleted, !engine.isClosed, Date() < wakeAt {
+                            _ = db.cond.wait(until: wakeAt)
+                        }
+                        batch = engine.collectChanges(db, since: since, args: args, limit: args.limit)
+                    }
+                    return (batch, db.isDeleted || engine.isClosed)
+                }
+                if !batch.rows.isEmpty || stop {
+                    writer.write(Data(engine.changesBody(db, batch).utf8))
+                    return
+                }
+                since = batch.lastSeq
+                if !writer.write(Data("\n".utf8)) { return }
+            }
+        }
+        return response
     }
 
     private func changesBody(_ db: Database, _ batch: (rows: [JSON], lastSeq: Int, pending: Int)) -> String {
