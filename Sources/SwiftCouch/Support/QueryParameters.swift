@@ -4,13 +4,9 @@ import Foundation
 ///
 /// Every option of a query is kept as a name and a JSON value, so the same options can be sent
 /// either as a query string (`GET`) or as members of a JSON body (`POST .../queries`).
-struct QueryParameters: Sendable, Equatable {
+struct QueryParameters: Sendable {
     /// The options, in the order they were added.
     private(set) var fields: [(name: String, value: JSONValue, isJSON: Bool)] = []
-
-    static func == (lhs: QueryParameters, rhs: QueryParameters) -> Bool {
-        lhs.fields.elementsEqual(rhs.fields) { $0.name == $1.name && $0.value == $1.value && $0.isJSON == $1.isJSON }
-    }
 
     /// Adds `name=true|false` when `value` is set.
     mutating func add(_ name: String, _ value: Bool?) {
@@ -40,11 +36,6 @@ struct QueryParameters: Sendable, Equatable {
     /// Appends every field of `other`.
     mutating func append(_ other: QueryParameters) {
         fields += other.fields
-    }
-
-    /// Removes the field `name`.
-    mutating func remove(_ name: String) {
-        fields.removeAll { $0.name == name }
     }
 
     /// The fields as URL query items: JSON-valued ones as JSON text, strings as they are.

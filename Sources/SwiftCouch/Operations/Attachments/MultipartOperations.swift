@@ -99,6 +99,10 @@ public struct PutMultipartDocumentOperation<Document: Encodable & Sendable>: JSO
                         "Content-Disposition": "attachment; filename=\(MultipartDisposition.quoted(upload.name))",
                     ], body: upload.data))
         }
+        // A random boundary that happens to occur in the bytes would cut a part short: pick another.
+        while parts.contains(where: { $0.body.range(of: Data("--\(boundary)".utf8)) != nil }) {
+            boundary = MultipartCoding.makeBoundary()
+        }
         body = MultipartCoding.encode(parts, boundary: boundary)
     }
 
