@@ -106,7 +106,7 @@ public struct Change<Document: Decodable & Sendable>: Decodable, Sendable {
         deleted = try container.decodeIfPresent(Bool.self, forKey: .deleted) ?? false
         do {
             doc = try container.decodeIfPresent(Document.self, forKey: .doc)
-        } catch where deleted {
+        } catch  where deleted {
             doc = nil
         }
     }

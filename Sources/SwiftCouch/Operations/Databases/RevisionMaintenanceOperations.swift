@@ -22,50 +22,6 @@ public struct RevisionDifference: Codable, Sendable, Equatable {
     }
 }
 
-/// A read-only `POST` whose body is a ``RevisionsByDocument`` map.
-private struct RevisionQuery {
-    var database: String
-    var revisions: RevisionsByDocument
-
-    func validate() throws(CouchError) {
-        try CouchValidation.validateDatabaseName(database)
-        try OptionCheck.revisionMap(revisions, "revisions")
-    }
-
-    func body() throws -> Data { try JSONBody.encode(revisions) }
-}
-
-/// `POST /{db}/_revs_diff` — which of these revisions the database is missing (documents with
-/// nothing missing are left out of the answer). The replicator's first question.
-public struct RevsDiffOperation: JSONOperation {
-    public typealias Response = [String: RevisionDifference]
-
-    /// The database.
-    public var database: String
-    /// The revisions to ask about, by document id.
-    public var revisions: RevisionsByDocument
-
-    private var body: Data?
-
-    public init(database: String, revisions: RevisionsByDocument) {
-        self.database = database
-        self.revisions = revisions
-    }
-
-    public func validate() throws(CouchError) {
-        try RevisionQuery(database: database, revisions: revisions).validate()
-    }
-
-    public mutating func serialise() throws {
-        body = try RevisionQuery(database: database, revisions: revisions).body()
-    }
-
-    public var endpoint: CouchPath { CouchPath(database, "_revs_diff") }
-    public var method: HTTPMethod { .post }
-    public var data: Data? { body }
-    public var isIdempotent: Bool? { true }
-}
-
 /// What `_missing_revs` answers.
 public struct MissingRevisions: Codable, Sendable, Equatable {
     /// The revisions the database does not have, by document id.
@@ -74,37 +30,6 @@ public struct MissingRevisions: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case missingRevs = "missing_revs"
     }
-}
-
-/// `POST /{db}/_missing_revs` — the revisions the database does not have, without ancestors
-/// (an older form of `_revs_diff`).
-public struct MissingRevsOperation: JSONOperation {
-    public typealias Response = MissingRevisions
-
-    /// The database.
-    public var database: String
-    /// The revisions to ask about, by document id.
-    public var revisions: RevisionsByDocument
-
-    private var body: Data?
-
-    public init(database: String, revisions: RevisionsByDocument) {
-        self.database = database
-        self.revisions = revisions
-    }
-
-    public func validate() throws(CouchError) {
-        try RevisionQuery(database: database, revisions: revisions).validate()
-    }
-
-    public mutating func serialise() throws {
-        body = try RevisionQuery(database: database, revisions: revisions).body()
-    }
-
-    public var endpoint: CouchPath { CouchPath(database, "_missing_revs") }
-    public var method: HTTPMethod { .post }
-    public var data: Data? { body }
-    public var isIdempotent: Bool? { true }
 }
 
 /// What `_purge` answers.
@@ -127,14 +52,44 @@ public struct PurgeResponse: Decodable, Sendable, Equatable {
     }
 }
 
-/// `POST /{db}/_purge` — removes document revisions for good, as if they had never been written
-/// (no tombstone; they do not replicate). Server or database admins only.
-public struct PurgeOperation: JSONOperation {
-    public typealias Response = PurgeResponse
+/// An endpoint that takes a ``RevisionsByDocument`` map as its body: `_revs_diff`,
+/// `_missing_revs` or `_purge`. Used as the parameter of ``RevisionMapOperation``.
+public protocol RevisionMapEndpoint: Sendable {
+    /// What the endpoint answers.
+    associatedtype Answer: Decodable & Sendable
+    /// The path segment after the database, e.g. `_revs_diff`.
+    static var pathSegment: String { get }
+}
+
+/// `_revs_diff`: which revisions the database is missing, with possible ancestors.
+public enum RevsDiffEndpoint: RevisionMapEndpoint {
+    public typealias Answer = [String: RevisionDifference]
+    public static let pathSegment = "_revs_diff"
+}
+
+/// `_missing_revs`: which revisions the database is missing.
+public enum MissingRevsEndpoint: RevisionMapEndpoint {
+    public typealias Answer = MissingRevisions
+    public static let pathSegment = "_missing_revs"
+}
+
+/// `_purge`: remove revisions for good.
+public enum PurgeEndpoint: RevisionMapEndpoint {
+    public typealias Answer = PurgeResponse
+    public static let pathSegment = "_purge"
+}
+
+/// `POST /{db}/{_revs_diff|_missing_revs|_purge}` with a `{docid: [rev]}` body. Use it through
+/// ``RevsDiffOperation``, ``MissingRevsOperation`` and ``PurgeOperation``.
+///
+/// All three are safe to repeat (the two questions read only; purging revisions that are gone
+/// already does nothing), so 5xx answers may be retried.
+public struct RevisionMapOperation<Endpoint: RevisionMapEndpoint>: JSONOperation {
+    public typealias Response = Endpoint.Answer
 
     /// The database.
     public var database: String
-    /// The leaf revisions to purge, by document id.
+    /// The revisions, by document id.
     public var revisions: RevisionsByDocument
 
     private var body: Data?
@@ -145,15 +100,26 @@ public struct PurgeOperation: JSONOperation {
     }
 
     public func validate() throws(CouchError) {
-        try RevisionQuery(database: database, revisions: revisions).validate()
+        try CouchValidation.validateDatabaseName(database)
+        try OptionCheck.revisionMap(revisions, "revisions")
     }
 
-    public mutating func serialise() throws {
-        body = try RevisionQuery(database: database, revisions: revisions).body()
-    }
+    public mutating func serialise() throws { body = try JSONBody.encode(revisions) }
 
-    public var endpoint: CouchPath { CouchPath(database, "_purge") }
+    public var endpoint: CouchPath { CouchPath(database, Endpoint.pathSegment) }
     public var method: HTTPMethod { .post }
     public var data: Data? { body }
     public var isIdempotent: Bool? { true }
 }
+
+/// `POST /{db}/_revs_diff` — which of these revisions the database is missing (documents with
+/// nothing missing are left out of the answer). The replicator's first question.
+public typealias RevsDiffOperation = RevisionMapOperation<RevsDiffEndpoint>
+
+/// `POST /{db}/_missing_revs` — the revisions the database does not have, without ancestors
+/// (an older form of `_revs_diff`).
+public typealias MissingRevsOperation = RevisionMapOperation<MissingRevsEndpoint>
+
+/// `POST /{db}/_purge` — removes document revisions for good, as if they had never been written
+/// (no tombstone; they do not replicate). Server or database admins only.
+public typealias PurgeOperation = RevisionMapOperation<PurgeEndpoint>

@@ -14,15 +14,6 @@ public struct MangoIndexType: RawRepresentable, Codable, Sendable, Hashable, Cus
     /// The built-in `_all_docs` index (listed, never created).
     public static let special = MangoIndexType(rawValue: "special")
 
-    public init(from decoder: any Decoder) throws {
-        rawValue = try decoder.singleValueContainer().decode(String.self)
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
-
     public var description: String { rawValue }
 }
 

@@ -153,16 +153,23 @@ public struct MangoQuery: Encodable, Sendable, Hashable {
     }
 }
 
-/// Where a Mango request goes: the whole database or one partition.
-enum MangoPath {
-    static func path(database: String, partition: String?, _ endpoint: String) -> CouchPath {
-        guard let partition else { return CouchPath(database, endpoint) }
-        return CouchPath(database, "_partition", partition, endpoint)
-    }
+/// A Mango request: a query for the whole database or one partition (`_find`, `_explain`).
+struct MangoRequest {
+    var database: String
+    var query: MangoQuery
+    var partition: String?
 
-    static func validate(database: String, partition: String?) throws(CouchError) {
+    func validate() throws(CouchError) {
         try CouchValidation.validateDatabaseName(database)
         try CouchChecks.partition(partition)
+        try query.validate()
+    }
+
+    func body() throws -> Data { try JSONBody.encode(query) }
+
+    func path(_ endpoint: String) -> CouchPath {
+        guard let partition else { return CouchPath(database, endpoint) }
+        return CouchPath(database, "_partition", partition, endpoint)
     }
 }
 
@@ -235,14 +242,11 @@ public struct FindOperation<Document: Decodable & Sendable>: JSONOperation {
         self.init(database: database, query: MangoQuery(selector: selector), partition: partition)
     }
 
-    public func validate() throws(CouchError) {
-        try MangoPath.validate(database: database, partition: partition)
-        try query.validate()
-    }
+    private var request: MangoRequest { MangoRequest(database: database, query: query, partition: partition) }
 
-    public mutating func serialise() throws { body = try JSONBody.encode(query) }
-
-    public var endpoint: CouchPath { MangoPath.path(database: database, partition: partition, "_find") }
+    public func validate() throws(CouchError) { try request.validate() }
+    public mutating func serialise() throws { body = try request.body() }
+    public var endpoint: CouchPath { request.path("_find") }
     public var method: HTTPMethod { .post }
     public var data: Data? { body }
     public var isIdempotent: Bool? { true }
@@ -304,14 +308,11 @@ public struct ExplainOperation: JSONOperation {
         self.partition = partition
     }
 
-    public func validate() throws(CouchError) {
-        try MangoPath.validate(database: database, partition: partition)
-        try query.validate()
-    }
+    private var request: MangoRequest { MangoRequest(database: database, query: query, partition: partition) }
 
-    public mutating func serialise() throws { body = try JSONBody.encode(query) }
-
-    public var endpoint: CouchPath { MangoPath.path(database: database, partition: partition, "_explain") }
+    public func validate() throws(CouchError) { try request.validate() }
+    public mutating func serialise() throws { body = try request.body() }
+    public var endpoint: CouchPath { request.path("_explain") }
     public var method: HTTPMethod { .post }
     public var data: Data? { body }
     public var isIdempotent: Bool? { true }

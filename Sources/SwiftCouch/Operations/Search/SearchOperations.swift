@@ -81,7 +81,9 @@ public struct SearchQuery: Encodable, Sendable, Hashable {
         if groupField == nil, groupLimit != nil || groupSort != nil {
             throw CouchError.validation("groupLimit and groupSort need groupField.")
         }
-        let highlightOptions = [highlightPreTag != nil, highlightPostTag != nil, highlightNumber != nil, highlightSize != nil]
+        let highlightOptions = [
+            highlightPreTag != nil, highlightPostTag != nil, highlightNumber != nil, highlightSize != nil,
+        ]
         if highlightFields == nil, highlightOptions.contains(true) {
             throw CouchError.validation("The highlight options need highlightFields.")
         }

@@ -45,15 +45,6 @@ public struct CloudantRole: RawRepresentable, Codable, Sendable, Hashable, Custo
     /// Read and write `_security`.
     public static let security = CloudantRole(rawValue: "_security")
 
-    public init(from decoder: any Decoder) throws {
-        rawValue = try decoder.singleValueContainer().decode(String.self)
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
-
     public var description: String { rawValue }
 }
 

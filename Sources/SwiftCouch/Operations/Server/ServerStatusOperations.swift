@@ -101,15 +101,6 @@ public struct ActiveTask: Decodable, Sendable, Equatable {
         public static let replication = Kind(rawValue: "replication")
         public static let searchIndexer = Kind(rawValue: "search_indexer")
 
-        public init(from decoder: any Decoder) throws {
-            rawValue = try decoder.singleValueContainer().decode(String.self)
-        }
-
-        public func encode(to encoder: any Encoder) throws {
-            var container = encoder.singleValueContainer()
-            try container.encode(rawValue)
-        }
-
         public var description: String { rawValue }
     }
 

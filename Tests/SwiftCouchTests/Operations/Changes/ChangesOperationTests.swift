@@ -92,7 +92,8 @@ struct ChangesOperationTests {
         let broken = Simulation.run(
             ChangesOperation<Item>(database: "db", includeDocs: true),
             response: .json(
-                200, #"{"results":[{"seq":"1-a","id":"a","changes":[{"rev":"1-x"}],"doc":{"_id":"a"}}],"last_seq":"1-a"}"#))
+                200,
+                #"{"results":[{"seq":"1-a","id":"a","changes":[{"rev":"1-x"}],"doc":{"_id":"a"}}],"last_seq":"1-a"}"#))
         #expect(broken.error?.kind == .decoding)
     }
 
@@ -103,7 +104,11 @@ struct ChangesOperationTests {
             ChangesOperation<JSONValue>(database: "tx_changes", style: .allDocs), response: step.simulated)
         #expect(OpsFixtures.line(run.request) == OpsFixtures.line(step))
         let c = try #require(run.value?.results.first { $0.id == "c" })
-        #expect(Set(c.changes.map(\.rev)) == Set(step.responseJSON?["results"]?[3]?["changes"]?.arrayValue?.compactMap { $0["rev"]?.stringValue } ?? []))
+        #expect(
+            Set(c.changes.map(\.rev))
+                == Set(
+                    step.responseJSON?["results"]?[3]?["changes"]?.arrayValue?.compactMap { $0["rev"]?.stringValue }
+                        ?? []))
         #expect(c.changes.count == 2)
     }
 
@@ -129,13 +134,16 @@ struct ChangesOperationTests {
         let built = Simulation.run(
             ChangesOperation<JSONValue>(database: "db", filter: .selector(.field("type").equals("x"))),
             response: .json(200, #"{"results":[],"last_seq":"0"}"#))
-        #expect(built.request.flatMap { $0.body.map { String(decoding: $0, as: UTF8.self) } } == #"{"selector":{"type":{"$eq":"x"}}}"#)
+        #expect(
+            built.request.flatMap { $0.body.map { String(decoding: $0, as: UTF8.self) } }
+                == #"{"selector":{"type":{"$eq":"x"}}}"#)
     }
 
     @Test("filter=_design, _view and custom filters with their parameters")
     func queryFilters() throws {
         let design = try #require(Transcripts.step("changes", "s17"))
-        let run = Simulation.run(ChangesOperation<JSONValue>(database: "tx_changes", filter: .design), response: design.simulated)
+        let run = Simulation.run(
+            ChangesOperation<JSONValue>(database: "tx_changes", filter: .design), response: design.simulated)
         #expect(OpsFixtures.line(run.request) == OpsFixtures.line(design))
         #expect(run.value?.results.map(\.id) == ["_design/filters"])
         #expect(run.value?.pending == 3)
@@ -158,10 +166,12 @@ struct ChangesOperationTests {
         OpsFixtures.expectInvalid(
             ChangesOperation<JSONValue>(
                 database: "db",
-                filter: .custom(designDocument: "app", name: "f", parameters: [URLQueryItem(name: "since", value: "1")])),
+                filter: .custom(designDocument: "app", name: "f", parameters: [URLQueryItem(name: "since", value: "1")])
+            ),
             containing: "clashes")
         OpsFixtures.expectInvalid(
-            ChangesOperation<JSONValue>(database: "db", filter: .documentIDs([])), containing: "documentIDs must not be empty")
+            ChangesOperation<JSONValue>(database: "db", filter: .documentIDs([])),
+            containing: "documentIDs must not be empty")
     }
 
     @Test("longpoll from now with a timeout; every other option by name")
@@ -193,7 +203,8 @@ struct ChangesOperationTests {
     @Test("A malformed since is CouchDB's 400")
     func badSince() throws {
         let step = try #require(Transcripts.step("changes", "s22"))
-        let run = Simulation.run(ChangesOperation<JSONValue>(database: "tx_changes", since: "bogus"), response: step.simulated)
+        let run = Simulation.run(
+            ChangesOperation<JSONValue>(database: "tx_changes", since: "bogus"), response: step.simulated)
         #expect(OpsFixtures.line(run.request) == OpsFixtures.line(step))
         #expect(run.error?.statusCode == 400)
         #expect(run.error?.reason == "Malformed sequence supplied in 'since' parameter.")

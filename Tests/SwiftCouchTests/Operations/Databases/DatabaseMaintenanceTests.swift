@@ -88,7 +88,8 @@ struct DatabaseMaintenanceTests {
         #expect(error?.statusCode == 500)
         #expect(error?.reason == "function_clause")
         OpsFixtures.expectInvalid(
-            SetDatabaseLimitOperation(database: "db", limit: .revisions, value: 0), containing: "value must be at least 1")
+            SetDatabaseLimitOperation(database: "db", limit: .revisions, value: 0),
+            containing: "value must be at least 1")
     }
 
     @Test("GET/PUT /{db}/_purged_infos_limit")
@@ -125,7 +126,8 @@ struct DatabaseMaintenanceTests {
                     missing: ["4-dddddddddddddddddddddddddddddddd"],
                     possibleAncestors: ["3-cccccccccccccccccccccccccccccccc"]))
 
-        OpsFixtures.expectInvalid(RevsDiffOperation(database: "db", revisions: [:]), containing: "at least one document")
+        OpsFixtures.expectInvalid(
+            RevsDiffOperation(database: "db", revisions: [:]), containing: "at least one document")
         OpsFixtures.expectInvalid(RevsDiffOperation(database: "db", revisions: ["a": []]), containing: "no revisions")
         OpsFixtures.expectInvalid(RevsDiffOperation(database: "db", revisions: ["a": ["x"]]), containing: "N-hash")
     }

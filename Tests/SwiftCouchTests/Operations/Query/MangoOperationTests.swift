@@ -29,23 +29,39 @@ struct MangoOperationTests {
         expectBody(run, step)
         let found = try run.result.get().value
         #expect(found.docs.map(\._id) == ["m1", "m3", "m5"])
-        #expect(found.docs.first == Person(_id: "m1", _rev: "1-a39faaf09e78a1d962b285c6c335636b", name: "Alice", age: 31, city: "Paris"))
+        #expect(
+            found.docs.first
+                == Person(_id: "m1", _rev: "1-a39faaf09e78a1d962b285c6c335636b", name: "Alice", age: 31, city: "Paris"))
         #expect(found.bookmark == step.responseJSON?["bookmark"]?.stringValue)
         #expect(found.warning == "No matching index found, create an index to optimize query time.")
         #expect(found.executionStats == nil)
     }
 
-    @Test("Recorded queries: the body sent equals the recorded body", arguments: [
-        ("s04", MangoQuery(selector: .field("city").equals("Paris"), fields: ["_id", "name"])),
-        ("s05", MangoQuery(selector: .field("age").lessThan(25), fields: ["_id", "age"])),
-        ("s06", MangoQuery(selector: .field("city").in(["Rome", "Oslo"]), fields: ["_id", "city"])),
-        ("s09", MangoQuery(selector: .field("name").regex("^[A-C]"), fields: ["name"])),
-        ("s10", MangoQuery(selector: .field("manager").exists(), fields: ["_id", "manager"])),
-        ("s12", MangoQuery(selector: .field("age").greaterThan(0), fields: ["_id"], limit: 2, skip: 1)),
-        ("s17", MangoQuery(selector: .field("age").greaterThan(0), fields: ["_id", "age"], sort: [.ascending("age")])),
-        ("s21", MangoQuery(selector: .field("age").greaterThan(30), fields: ["_id"], useIndex: .index(designDocument: "by-age", name: "age-idx"))),
-        ("s22", MangoQuery(selector: .field("age").greaterThan(30), fields: ["_id"], useIndex: .designDocument("nosuch"))),
-    ])
+    @Test(
+        "Recorded queries: the body sent equals the recorded body",
+        arguments: [
+            ("s04", MangoQuery(selector: .field("city").equals("Paris"), fields: ["_id", "name"])),
+            ("s05", MangoQuery(selector: .field("age").lessThan(25), fields: ["_id", "age"])),
+            ("s06", MangoQuery(selector: .field("city").in(["Rome", "Oslo"]), fields: ["_id", "city"])),
+            ("s09", MangoQuery(selector: .field("name").regex("^[A-C]"), fields: ["name"])),
+            ("s10", MangoQuery(selector: .field("manager").exists(), fields: ["_id", "manager"])),
+            ("s12", MangoQuery(selector: .field("age").greaterThan(0), fields: ["_id"], limit: 2, skip: 1)),
+            (
+                "s17",
+                MangoQuery(selector: .field("age").greaterThan(0), fields: ["_id", "age"], sort: [.ascending("age")])
+            ),
+            (
+                "s21",
+                MangoQuery(
+                    selector: .field("age").greaterThan(30), fields: ["_id"],
+                    useIndex: .index(designDocument: "by-age", name: "age-idx"))
+            ),
+            (
+                "s22",
+                MangoQuery(
+                    selector: .field("age").greaterThan(30), fields: ["_id"], useIndex: .designDocument("nosuch"))
+            ),
+        ])
     func recordedQueries(name: String, query: MangoQuery) throws {
         let step = try #require(Transcripts.step("mango", name))
         let run = Simulation.run(FindOperation<JSONValue>(database: "tx_mango", query: query), response: step.simulated)
@@ -61,20 +77,23 @@ struct MangoOperationTests {
         let and = try #require(Transcripts.step("mango", "s07"))
         let andQuery = MangoQuery(
             selector: Selector.raw(["city": "Paris"]).and(.field("age").greaterThan(35)), fields: ["_id"])
-        let andRun = Simulation.run(FindOperation<JSONValue>(database: "tx_mango", query: andQuery), response: and.simulated)
+        let andRun = Simulation.run(
+            FindOperation<JSONValue>(database: "tx_mango", query: andQuery), response: and.simulated)
         expectBody(andRun, and)
         #expect(andRun.value?.docs == [["_id": "m3"]])
 
         let or = try #require(Transcripts.step("mango", "s08"))
         let orQuery = MangoQuery(selector: .or([["city": "Rome"], ["age": 25]]), fields: ["_id"])
-        let orRun = Simulation.run(FindOperation<JSONValue>(database: "tx_mango", query: orQuery), response: or.simulated)
+        let orRun = Simulation.run(
+            FindOperation<JSONValue>(database: "tx_mango", query: orQuery), response: or.simulated)
         expectBody(orRun, or)
         #expect(orRun.value?.docs.count == 3)
 
         let elem = try #require(Transcripts.step("mango", "s11"))
         let elemQuery = MangoQuery(
             selector: .field("scores").elemMatch(["subject": "math", "value": ["$gte": 80]]), fields: ["_id"])
-        let elemRun = Simulation.run(FindOperation<JSONValue>(database: "tx_mango", query: elemQuery), response: elem.simulated)
+        let elemRun = Simulation.run(
+            FindOperation<JSONValue>(database: "tx_mango", query: elemQuery), response: elem.simulated)
         expectBody(elemRun, elem)
         #expect(elemRun.value?.docs == [["_id": "m1"]])
     }
@@ -90,7 +109,8 @@ struct MangoOperationTests {
 
         let second = try #require(Transcripts.step("mango", "s19"))
         query.bookmark = bookmark
-        let page2 = Simulation.run(FindOperation<Person>(database: "tx_mango", query: query), response: second.simulated)
+        let page2 = Simulation.run(
+            FindOperation<Person>(database: "tx_mango", query: query), response: second.simulated)
         expectBody(page2, second)
         #expect(page2.value?.docs.map(\._id) == ["m1", "m5"])
         #expect(page2.value?.docs.map(\.age) == [31, 37])
@@ -137,7 +157,8 @@ struct MangoOperationTests {
         let noIndex = try #require(Transcripts.step("mango", "s13"))
         let sortRun = Simulation.run(
             FindOperation<JSONValue>(
-                database: "tx_mango", query: MangoQuery(selector: .field("age").greaterThan(0), sort: [.ascending("age")])),
+                database: "tx_mango",
+                query: MangoQuery(selector: .field("age").greaterThan(0), sort: [.ascending("age")])),
             response: noIndex.simulated)
         expectBody(sortRun, noIndex)
         #expect(sortRun.error?.statusCode == 400)
@@ -152,7 +173,8 @@ struct MangoOperationTests {
 
         let regex = try #require(Transcripts.step("mango", "s25"))
         let regexRun = Simulation.run(
-            FindOperation<JSONValue>(database: "tx_mango", selector: .field("name").regex("(")), response: regex.simulated)
+            FindOperation<JSONValue>(database: "tx_mango", selector: .field("name").regex("(")),
+            response: regex.simulated)
         #expect(regexRun.error?.error == "bad_arg")
     }
 
@@ -197,7 +219,8 @@ struct MangoOperationTests {
             response: .json(400, #"{"error":"x","reason":"y"}"#))
         #expect(OpsFixtures.line(explain.request) == "POST /db/_partition/p%201/_explain")
         OpsFixtures.expectInvalid(
-            FindOperation<JSONValue>(database: "db", selector: .all, partition: "_bad"), containing: "must not start with '_'")
+            FindOperation<JSONValue>(database: "db", selector: .all, partition: "_bad"),
+            containing: "must not start with '_'")
     }
 
     @Test("POST /{db}/_index creates a json index as recorded; missing fields are refused")
@@ -223,7 +246,8 @@ struct MangoOperationTests {
         let partial = Simulation.run(
             CreateIndexOperation(
                 database: "db",
-                index: .json(fields: [.descending("age"), "name"], partialFilterSelector: .field("type").equals("user")),
+                index: .json(
+                    fields: [.descending("age"), "name"], partialFilterSelector: .field("type").equals("user")),
                 partitioned: false),
             response: .json(200, #"{"result":"exists","id":"_design/x","name":"y"}"#))
         #expect(
@@ -255,7 +279,8 @@ struct MangoOperationTests {
                     "ddoc": "_design/search", "name": "text-idx", "type": "text",
                 ])
         let everything = Simulation.run(
-            CreateIndexOperation(database: "db", index: .text()), response: .json(200, #"{"result":"created","id":"_design/a","name":"b"}"#))
+            CreateIndexOperation(database: "db", index: .text()),
+            response: .json(200, #"{"result":"created","id":"_design/a","name":"b"}"#))
         #expect(everything.request?.bodyJSON == ["index": [:], "type": "text"])
     }
 
@@ -274,7 +299,8 @@ struct MangoOperationTests {
         #expect(list.indexes[1].def == ["fields": [["age": "asc"]]])
 
         let paged = Simulation.run(
-            ListIndexesOperation(database: "db", limit: 1, skip: 1), response: .json(200, #"{"total_rows":0,"indexes":[]}"#))
+            ListIndexesOperation(database: "db", limit: 1, skip: 1),
+            response: .json(200, #"{"total_rows":0,"indexes":[]}"#))
         #expect(OpsFixtures.line(paged.request) == "GET /db/_index?limit=1&skip=1")
     }
 
@@ -283,17 +309,20 @@ struct MangoOperationTests {
         let step = try #require(Transcripts.step("mango", "s27"))
         for ddoc in ["by-age", "_design/by-age"] {
             let run = Simulation.run(
-                DeleteIndexOperation(database: "tx_mango", designDocument: ddoc, name: "age-idx"), response: step.simulated)
+                DeleteIndexOperation(database: "tx_mango", designDocument: ddoc, name: "age-idx"),
+                response: step.simulated)
             #expect(OpsFixtures.line(run.request) == OpsFixtures.line(step))
             #expect(run.value?.ok == true)
         }
         let again = try #require(Transcripts.step("mango", "s28"))
         let gone = Simulation.run(
-            DeleteIndexOperation(database: "tx_mango", designDocument: "by-age", name: "age-idx"), response: again.simulated)
+            DeleteIndexOperation(database: "tx_mango", designDocument: "by-age", name: "age-idx"),
+            response: again.simulated)
         #expect(gone.error?.statusCode == 404)
         #expect(gone.error?.reason == "missing")
         let text = Simulation.run(
-            DeleteIndexOperation(database: "db", designDocument: "d", name: "n", type: .text), response: .json(200, #"{"ok":true}"#))
+            DeleteIndexOperation(database: "db", designDocument: "d", name: "n", type: .text),
+            response: .json(200, #"{"ok":true}"#))
         #expect(OpsFixtures.line(text.request) == "DELETE /db/_index/d/text/n")
     }
 }

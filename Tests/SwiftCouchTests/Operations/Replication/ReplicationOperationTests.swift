@@ -32,7 +32,8 @@ struct ReplicationOperationTests {
     func docIDsAndNames() throws {
         let step = try #require(Transcripts.step("replication", "s05"))
         let settings = ReplicationSettings(
-            source: .remote(url: sourceURL), target: .remote(url: URL(string: "http://admin:password@127.0.0.1:5984/tx_rep_new")!),
+            source: .remote(url: sourceURL),
+            target: .remote(url: URL(string: "http://admin:password@127.0.0.1:5984/tx_rep_new")!),
             createTarget: true, docIDs: ["r2"])
         let run = Simulation.run(ReplicateOperation(settings: settings), response: step.simulated)
         #expect(run.request?.bodyJSON == OpsFixtures.json(step.requestBody))
@@ -40,7 +41,8 @@ struct ReplicationOperationTests {
 
         let names = try #require(Transcripts.step("replication", "s07"))
         let local = Simulation.run(
-            ReplicateOperation(source: .database("tx_rep_src"), target: .database("tx_rep_tgt")), response: names.simulated)
+            ReplicateOperation(source: .database("tx_rep_src"), target: .database("tx_rep_tgt")),
+            response: names.simulated)
         #expect(local.request?.bodyJSON == OpsFixtures.json(names.requestBody))
         #expect(local.value?.history?.first?.docsWritten == 0)
 
@@ -90,26 +92,31 @@ struct ReplicationOperationTests {
         #expect(!settings.source.description.contains(":p"))
 
         let cancel = Simulation.run(
-            ReplicateOperation(settings: ReplicationSettings(source: .database("a"), target: .database("b")), cancel: true, replicationID: "abc+continuous"),
+            ReplicateOperation(
+                settings: ReplicationSettings(source: .database("a"), target: .database("b")), cancel: true,
+                replicationID: "abc+continuous"),
             response: .json(200, #"{"ok":true,"_local_id":"abc+continuous"}"#))
         #expect(cancel.request?.bodyJSON == ["source": "a", "target": "b", "cancel": true, "id": "abc+continuous"])
 
         OpsFixtures.expectInvalid(
             ReplicateOperation(
-                settings: ReplicationSettings(source: .database("a"), target: .database("b"), docIDs: ["x"], selector: .all)),
+                settings: ReplicationSettings(
+                    source: .database("a"), target: .database("b"), docIDs: ["x"], selector: .all)),
             containing: "only one of docIDs, filter and selector")
         OpsFixtures.expectInvalid(
             ReplicateOperation(source: .remote(url: URL(string: "ftp://x/y")!), target: .database("b")),
             containing: "http or https")
         OpsFixtures.expectInvalid(
-            ReplicateOperation(settings: ReplicationSettings(source: .database("a"), target: .database("b"), filter: "nofilter")),
+            ReplicateOperation(
+                settings: ReplicationSettings(source: .database("a"), target: .database("b"), filter: "nofilter")),
             containing: "designdoc/filtername")
     }
 
     @Test("_replicator documents: create, read (with server-written state), delete")
     func replicatorDocuments() throws {
         var document = ReplicationDocument(
-            id: "nightly", settings: ReplicationSettings(source: .database("a"), target: .database("b"), continuous: true))
+            id: "nightly",
+            settings: ReplicationSettings(source: .database("a"), target: .database("b"), continuous: true))
         let put = Simulation.run(
             PutReplicationDocumentOperation(document: document),
             response: .json(201, #"{"ok":true,"id":"nightly","rev":"1-x"}"#))
@@ -132,8 +139,12 @@ struct ReplicationOperationTests {
         document = read
         document.settings.continuous = false
         let update = Simulation.run(
-            PutReplicationDocumentOperation(document: document), response: .json(201, #"{"ok":true,"id":"nightly","rev":"3-z"}"#))
-        #expect(update.request?.bodyJSON == ["_id": "nightly", "_rev": "2-y", "source": "http://h/a", "target": "b", "continuous": false])
+            PutReplicationDocumentOperation(document: document),
+            response: .json(201, #"{"ok":true,"id":"nightly","rev":"3-z"}"#))
+        #expect(
+            update.request?.bodyJSON == [
+                "_id": "nightly", "_rev": "2-y", "source": "http://h/a", "target": "b", "continuous": false,
+            ])
 
         let delete = Simulation.run(
             DeleteReplicationDocumentOperation(id: "nightly", revision: "3-z"),
@@ -180,7 +191,8 @@ struct ReplicationOperationTests {
         #expect(one.value?.id == nil)
 
         let scoped = Simulation.run(
-            GetSchedulerDocumentsOperation(database: "_replicator"), response: .json(200, #"{"total_rows":0,"offset":0,"docs":[]}"#))
+            GetSchedulerDocumentsOperation(database: "_replicator"),
+            response: .json(200, #"{"total_rows":0,"offset":0,"docs":[]}"#))
         #expect(OpsFixtures.line(scoped.request) == "GET /_scheduler/docs/_replicator")
     }
 }

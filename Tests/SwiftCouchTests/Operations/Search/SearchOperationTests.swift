@@ -32,7 +32,8 @@ struct SearchOperationTests {
         query.highlightSize = 50
         query.update = false
         let run = Simulation.run(
-            SearchOperation<Animal>(database: "animals", designDocument: "_design/views", index: "animals", query: query),
+            SearchOperation<Animal>(
+                database: "animals", designDocument: "_design/views", index: "animals", query: query),
             response: .json(200, response))
         #expect(OpsFixtures.line(run.request) == "POST /animals/_design/views/_search/animals")
         #expect(
@@ -86,9 +87,13 @@ struct SearchOperationTests {
                 database: "db", designDocument: "d", index: "i", query: query, partition: "sensor-1"),
             response: .json(
                 200,
-                #"{"total_rows":3,"groups":[{"by":"bird","total_rows":2,"rows":[{"id":"owl","order":[1,0],"fields":{}}]}]}"#))
+                #"{"total_rows":3,"groups":[{"by":"bird","total_rows":2,"rows":[{"id":"owl","order":[1,0],"fields":{}}]}]}"#
+            ))
         #expect(OpsFixtures.line(grouped.request) == "POST /db/_partition/sensor-1/_design/d/_search/i")
-        #expect(grouped.request?.bodyJSON == ["q": "*:*", "group_field": "class", "group_limit": 2, "group_sort": ["name<string>"]])
+        #expect(
+            grouped.request?.bodyJSON == [
+                "q": "*:*", "group_field": "class", "group_limit": 2, "group_sort": ["name<string>"],
+            ])
         let groups = try #require(try grouped.result.get().value.groups)
         #expect(groups.first?.by == "bird")
         #expect(groups.first?.rows.first?.id == "owl")
@@ -138,7 +143,8 @@ struct SearchOperationTests {
     func nouveau() throws {
         let run = Simulation.run(
             NouveauSearchOperation<JSONValue>(
-                database: "db", designDocument: "d", index: "i", query: SearchQuery("name:owl", limit: 5, includeDocs: true)),
+                database: "db", designDocument: "d", index: "i",
+                query: SearchQuery("name:owl", limit: 5, includeDocs: true)),
             response: .json(
                 200,
                 #"{"total_hits_relation":"EQUAL_TO","total_hits":1,"ranges":null,"counts":null,"#

@@ -55,7 +55,8 @@ struct SecurityOperationTests {
     @Test("POST /_session with a wrong password is 401; DELETE /_session logs out")
     func failedLoginAndLogout() throws {
         let wrong = try #require(Transcripts.step("session_auth", "s12"))
-        let run = Simulation.run(CreateSessionOperation(name: "tx_carol", password: "not-the-password"), response: wrong.simulated)
+        let run = Simulation.run(
+            CreateSessionOperation(name: "tx_carol", password: "not-the-password"), response: wrong.simulated)
         #expect(run.request?.bodyJSON == OpsFixtures.json(wrong.requestBody))
         #expect(run.error?.statusCode == 401)
         #expect(run.error?.reason == "Name or password is incorrect.")
@@ -114,7 +115,8 @@ struct SecurityOperationTests {
         #expect(update.request?.bodyJSON == .object(expected))
 
         user.password = "new-pw"
-        let reset = Simulation.run(PutUserOperation(user: user), response: .json(201, #"{"ok":true,"id":"x","rev":"35-y"}"#))
+        let reset = Simulation.run(
+            PutUserOperation(user: user), response: .json(201, #"{"ok":true,"id":"x","rev":"35-y"}"#))
         #expect(reset.request?.bodyJSON?["password"] == "new-pw")
         #expect(reset.request?.bodyJSON?["derived_key"] == nil)
         #expect(reset.request?.bodyJSON?["_rev"] == "33-946471cad81dbfdc48e5ec156652f4b8")
@@ -124,7 +126,8 @@ struct SecurityOperationTests {
     func deleteUser() throws {
         let step = try #require(Transcripts.step("users", "s12"))
         let run = Simulation.run(
-            DeleteUserOperation(name: "tx_bob", revision: "33-946471cad81dbfdc48e5ec156652f4b8"), response: step.simulated)
+            DeleteUserOperation(name: "tx_bob", revision: "33-946471cad81dbfdc48e5ec156652f4b8"),
+            response: step.simulated)
         #expect(
             OpsFixtures.line(run.request)
                 == "DELETE /_users/org.couchdb.user%3Atx_bob?rev=33-946471cad81dbfdc48e5ec156652f4b8")
@@ -136,7 +139,9 @@ struct SecurityOperationTests {
         let defaults = try #require(Transcripts.step("security", "s03"))
         let get = Simulation.run(GetSecurityOperation(database: "tx_sec"), response: defaults.simulated)
         #expect(OpsFixtures.line(get.request) == OpsFixtures.line(defaults))
-        #expect(get.value == SecurityObject(admins: NamesAndRoles(roles: ["_admin"]), members: NamesAndRoles(roles: ["_admin"])))
+        #expect(
+            get.value
+                == SecurityObject(admins: NamesAndRoles(roles: ["_admin"]), members: NamesAndRoles(roles: ["_admin"])))
 
         let put = try #require(Transcripts.step("security", "s07"))
         let object = SecurityObject(members: NamesAndRoles(names: ["tx_member"]))
@@ -146,7 +151,8 @@ struct SecurityOperationTests {
         #expect(run.value?.ok == true)
 
         let member = try #require(Transcripts.step("security", "s09"))
-        let denied = Simulation.run(PutSecurityOperation(database: "tx_sec", security: SecurityObject()), response: member.simulated)
+        let denied = Simulation.run(
+            PutSecurityOperation(database: "tx_sec", security: SecurityObject()), response: member.simulated)
         #expect(denied.request?.bodyJSON == OpsFixtures.json(member.requestBody))
         #expect(denied.error?.statusCode == 500)
         #expect(denied.error?.reason == "no_majority")
@@ -166,7 +172,8 @@ struct SecurityOperationTests {
 
         let object = SecurityObject(cloudant: ["apikey-1": [.reader, .replicator]])
         let put = Simulation.run(
-            PutSecurityOperation(database: "db", security: object, api: .cloudant), response: .json(200, #"{"ok":true}"#))
+            PutSecurityOperation(database: "db", security: object, api: .cloudant),
+            response: .json(200, #"{"ok":true}"#))
         #expect(OpsFixtures.line(put.request) == "PUT /_api/v2/db/db/_security")
         #expect(
             put.request?.bodyJSON
@@ -187,25 +194,32 @@ struct SecurityOperationTests {
         let cors = Simulation.run(GetCloudantCORSOperation(), response: .json(200, corsBody))
         #expect(OpsFixtures.line(cors.request) == "GET /_api/v2/user/config/cors")
         let configuration = try cors.result.get().value
-        #expect(configuration == CORSConfiguration(enabled: true, allowCredentials: true, origins: ["https://example.com"]))
+        #expect(
+            configuration == CORSConfiguration(enabled: true, allowCredentials: true, origins: ["https://example.com"]))
         let setCORS = Simulation.run(
             PutCloudantCORSOperation(configuration: configuration), response: .json(200, #"{"ok":true}"#))
         #expect(OpsFixtures.line(setCORS.request) == "PUT /_api/v2/user/config/cors")
         #expect(setCORS.request?.bodyJSON == OpsFixtures.json(corsBody))
         OpsFixtures.expectInvalid(
-            PutCloudantCORSOperation(configuration: CORSConfiguration(enabled: true, allowCredentials: true, origins: ["*"])),
+            PutCloudantCORSOperation(
+                configuration: CORSConfiguration(enabled: true, allowCredentials: true, origins: ["*"])),
             containing: "origin '*'")
     }
 
     @Test("CORS on CouchDB through _node/_local/_config")
     func couchDBCORS() throws {
         let configuration = CORSConfiguration(
-            couchDBSection: ["credentials": "true", "origins": "https://a.example, https://b.example"], enableCORS: "true")
-        #expect(configuration == CORSConfiguration(enabled: true, allowCredentials: true, origins: ["https://a.example", "https://b.example"]))
+            couchDBSection: ["credentials": "true", "origins": "https://a.example, https://b.example"],
+            enableCORS: "true")
+        #expect(
+            configuration
+                == CORSConfiguration(
+                    enabled: true, allowCredentials: true, origins: ["https://a.example", "https://b.example"]))
         let operations = configuration.couchDBOperations()
         let lines = operations.map { op in
             let run = Simulation.run(op, response: .json(200, #""""#))
-            return (OpsFixtures.line(run.request) ?? "") + " " + String(decoding: run.request?.body ?? Data(), as: UTF8.self)
+            return (OpsFixtures.line(run.request) ?? "") + " "
+                + String(decoding: run.request?.body ?? Data(), as: UTF8.self)
         }
         #expect(
             lines == [

@@ -30,7 +30,8 @@ struct NodeOperationTests {
             response: .json(404, #"{"error":"not_found","reason":"unknown_config_value"}"#))
         #expect(missing.error?.statusCode == 404)
         #expect(missing.error?.reason == "unknown_config_value")
-        OpsFixtures.expectInvalid(GetConfigurationSectionOperation(section: ""), containing: "section must not be empty")
+        OpsFixtures.expectInvalid(
+            GetConfigurationSectionOperation(section: ""), containing: "section must not be empty")
     }
 
     @Test("PUT a value sends it as a JSON string and answers the old value; DELETE answers the removed value")

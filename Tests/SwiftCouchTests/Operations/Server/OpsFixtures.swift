@@ -35,7 +35,8 @@ enum OpsFixtures {
     ) {
         let run = Simulation.run(operation, responses: [])
         #expect(run.error?.kind == .validation, sourceLocation: sourceLocation)
-        #expect(run.error?.message.contains(text) == true, "\(run.error?.message ?? "no error")",
+        #expect(
+            run.error?.message.contains(text) == true, "\(run.error?.message ?? "no error")",
             sourceLocation: sourceLocation)
         #expect(run.requests.isEmpty, sourceLocation: sourceLocation)
     }

@@ -50,7 +50,8 @@ struct ServerOperationTests {
         let run = Simulation.run(op, response: step.simulated)
         #expect(
             OpsFixtures.line(run.request)
-                == "GET /_all_dbs?descending=true&limit=5&skip=1&start_key=%22tx_srv_%EF%BF%B0%22&end_key=%22tx_srv_%22")
+                == "GET /_all_dbs?descending=true&limit=5&skip=1&start_key=%22tx_srv_%EF%BF%B0%22&end_key=%22tx_srv_%22"
+        )
         #expect(run.value == ["tx_srv_a"])
         OpsFixtures.expectInvalid(ListDatabasesOperation(limit: -1), containing: "limit must not be negative")
     }
