@@ -38,6 +38,8 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
     let adminSalt: String
     let uuids = UUIDGenerator()
     let node: NodeState
+    let scheduler = ReplicationScheduler()
+    private let replicatorQueue = DispatchQueue(label: "CouchEngine.replicator")
     private let dataDirectory: DataDirectory?
     private let stateLock = NSLock()
     private var databases: [String: Database] = [:]
@@ -68,6 +70,11 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
         if let dir = dataDirectory { try loadDatabases(dir) }
         for system in ["_users", "_replicator"] where database(named: system) == nil {
             _ = try? createDatabase(name: system, partitioned: false, q: 1, n: 1).get()
+        }
+        // Resume the jobs of replication documents kept in the data directory.
+        if let replicator = database(named: "_replicator") {
+            let ids = replicator.withLock { replicator.sortedIDs }
+            for id in ids { replicator.onDocumentCommit?(id) }
         }
     }
 
@@ -108,6 +115,14 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
         let node = self.node
         let name = db.name
         db.onCommit = { node.noteUpdate(name, "updated") }
+        if name == "_replicator" {
+            db.onDocumentCommit = { [weak self] id in
+                self?.replicatorQueue.async { [weak self] in
+                    guard let self, !self.isClosed else { return }
+                    self.replicatorDocumentChanged(db, id: id)
+                }
+            }
+        }
     }
 
     func createDatabase(name: String, partitioned: Bool, q: Int, n: Int) -> Result<Database, CouchError> {

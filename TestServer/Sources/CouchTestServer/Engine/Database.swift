@@ -42,6 +42,8 @@ final class Database: @unchecked Sendable {
     var log: DatabaseLog?
     /// Called (lock held) after each committed document write.
     var onCommit: (@Sendable () -> Void)?
+    /// Called (lock held) with the id of each committed document write; must not block.
+    var onDocumentCommit: (@Sendable (String) -> Void)?
     private var loggedBlobs = Set<String>()
     private(set) var externalSize = 0
 
@@ -150,6 +152,7 @@ final class Database: @unchecked Sendable {
         apply(id: id, nodes: nodes, seq: seq)
         cond.broadcast()
         onCommit?()
+        onDocumentCommit?(id)
     }
 
     static func encode(_ node: RevNode) -> JSON {

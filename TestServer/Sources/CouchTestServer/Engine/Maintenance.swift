@@ -112,18 +112,22 @@ extension CouchEngine {
         return (text, text)
     }
 
-    func replicate(_ ctx: RequestContext) throws(CouchError) -> ServerResponse {
-        guard ctx.method == "POST" else { throw CouchError.methodNotAllowed("POST") }
-        guard ctx.request.contentTypeIsJSON else { throw CouchError.badContentType }
-        let body = try ctx.request.jsonObjectBody()
-        if body["cancel"]?.boolValue == true { throw CouchError.notFound("missing") }
+    /// What one replication pass did.
+    struct ReplicationStats {
+        var missingChecked = 0
+        var missingFound = 0
+        var written = 0
+        var failures = 0
+        var lastSeq = 0
+        var sourceName = ""
+    }
+
+    /// Resolves the databases of a replication (creating the target when asked), with CouchDB's errors.
+    func replicationDatabases(_ body: JSON) throws(CouchError) -> (Database, Database) {
         guard let source = body["source"].flatMap(replicationDatabaseName),
             let target = body["target"].flatMap(replicationDatabaseName)
         else {
             throw CouchError.badRequest("Must specify source and target")
-        }
-        if body["continuous"]?.boolValue == true {
-            throw CouchError(501, "not_implemented", "The TestServer runs one-shot replications only")
         }
         guard let sourceDB = database(named: source.name) else {
             throw CouchError(404, "db_not_found", "could not open \(source.display)")
@@ -137,23 +141,25 @@ extension CouchEngine {
             }
         }
         guard let targetDB else { throw CouchError(500, "db_not_found", "could not open \(target.display)") }
-        let docIDs = body["doc_ids"]?.arrayValue?.compactMap(\.stringValue)
-        let startTime = httpDate(clock.now)
+        return (sourceDB, targetDB)
+    }
+
+    /// Copies every leaf revision (with its history and attachments) the target lacks, from `since` on.
+    func replicateOnce(_ sourceDB: Database, _ targetDB: Database, docIDs: [String]?, since: Int = 0) -> ReplicationStats {
+        var stats = ReplicationStats()
+        stats.sourceName = sourceDB.name
         let (entries, lastSeq): ([DocEntry], Int) = sourceDB.withLock {
-            var list = sourceDB.changedDocs(since: 0)
+            var list = sourceDB.changedDocs(since: since)
             if let docIDs { list = list.filter { docIDs.contains($0.id) } }
             return (list, sourceDB.updateSeq)
         }
-        var missingChecked = 0
-        var missingFound = 0
-        var written = 0
-        var failures = 0
+        stats.lastSeq = lastSeq
         for entry in entries where !entry.id.hasPrefix("_local/") {
             for leaf in entry.sortedLeaves {
-                missingChecked += 1
+                stats.missingChecked += 1
                 let present = targetDB.withLock { targetDB.docs[entry.id]?.nodes[leaf.rev] != nil }
                 if present { continue }
-                missingFound += 1
+                stats.missingFound += 1
                 let path = entry.path(to: leaf.rev).map(\.rev)
                 do throws(CouchError) {
                     try targetDB.withLock { () throws(CouchError) in
@@ -161,12 +167,35 @@ extension CouchEngine {
                             id: entry.id, revs: path, deleted: leaf.deleted, body: leaf.body ?? [:],
                             attachments: leaf.atts.map { .keep($0) })
                     }
-                    written += 1
+                    stats.written += 1
                 } catch {
-                    failures += 1
+                    stats.failures += 1
                 }
             }
         }
+        return stats
+    }
+
+    func replicate(_ ctx: RequestContext) throws(CouchError) -> ServerResponse {
+        guard ctx.method == "POST" else { throw CouchError.methodNotAllowed("POST") }
+        guard ctx.request.contentTypeIsJSON else { throw CouchError.badContentType }
+        let body = try ctx.request.jsonObjectBody()
+        if body["cancel"]?.boolValue == true {
+            let id = body["replication_id"]?.stringValue ?? body["id"]?.stringValue ?? replicationID(body)
+            guard scheduler.cancel(id) else { throw CouchError.notFound("missing") }
+            return Reply.json(200, ["ok": true, "_local_id": .string(id)])
+        }
+        let (sourceDB, targetDB) = try replicationDatabases(body)
+        let docIDs = body["doc_ids"]?.arrayValue?.compactMap(\.stringValue)
+        if body["continuous"]?.boolValue == true {
+            let id = replicationID(body)
+            startContinuousReplication(id: id, docID: nil, body: body, source: sourceDB, target: targetDB, docIDs: docIDs)
+            return Reply.json(202, ["ok": true, "_local_id": .string(id)])
+        }
+        let startTime = httpDate(clock.now)
+        let stats = replicateOnce(sourceDB, targetDB, docIDs: docIDs)
+        let (missingChecked, missingFound, written, failures, lastSeq) =
+            (stats.missingChecked, stats.missingFound, stats.written, stats.failures, stats.lastSeq)
         let sessionID = Crypto.hex(Crypto.randomBytes(16))
         let endTime = httpDate(clock.now)
         let seq = JSON.string(SequenceToken.encode(lastSeq, db: sourceDB.name))

@@ -67,11 +67,7 @@ extension CouchEngine {
         case "_scheduler":
             try requireServerAdmin(ctx.user)
             try requireMethods(ctx, "GET,HEAD")
-            switch ctx.segments.dropFirst().first {
-            case "jobs": return Reply.json(200, ["total_rows": 0, "offset": 0, "jobs": []])
-            case "docs": return Reply.json(200, ["total_rows": 0, "offset": 0, "docs": []])
-            default: throw CouchError.notFound("missing")
-            }
+            return try schedulerEndpoint(ctx)
         case "_replicate":
             if ctx.user.isAnonymous { throw CouchError.notServerAdmin }
             return try replicate(ctx)

@@ -1,0 +1,245 @@
+import CouchQuery
+import Foundation
+
+/// Replication jobs: continuous `_replicate` requests and `_replicator` documents, as `_scheduler` lists them.
+final class ReplicationScheduler: @unchecked Sendable {
+    // Safe: `entries` and `cancelled` are only touched under `lock`.
+    struct Entry {
+        var id: String
+        var docID: String?
+        var state: String
+        var source: String
+        var target: String
+        var info: JSON
+        var startTime: String
+        var lastUpdated: String
+        var continuous: Bool
+    }
+
+    private let lock = NSLock()
+    private var entries: [String: Entry] = [:]
+    private var generation: [String: Int] = [:]
+
+    /// Registers a job; returns its generation (a later registration or a cancel makes older workers stop).
+    func register(_ entry: Entry) -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        entries[entry.id] = entry
+        generation[entry.id, default: 0] += 1
+        return generation[entry.id]!
+    }
+
+    func update(_ id: String, generation g: Int, _ change: (inout Entry) -> Void) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard generation[id] == g, var entry = entries[id] else { return }
+        change(&entry)
+        entries[id] = entry
+    }
+
+    func isCurrent(_ id: String, generation g: Int) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return generation[id] == g
+    }
+
+    @discardableResult
+    func cancel(_ id: String) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        guard entries.removeValue(forKey: id) != nil else { return false }
+        generation[id, default: 0] += 1
+        return true
+    }
+
+    func cancel(docID: String) {
+        lock.lock()
+        let ids = entries.values.filter { $0.docID == docID }.map(\.id)
+        lock.unlock()
+        for id in ids { cancel(id) }
+    }
+
+    var all: [Entry] {
+        lock.lock()
+        defer { lock.unlock() }
+        return entries.values.sorted { ($0.docID ?? $0.id) < ($1.docID ?? $1.id) }
+    }
+}
+
+extension CouchEngine {
+    /// A stable replication id for a source/target pair (and options that change what is replicated).
+    func replicationID(_ body: JSON) -> String {
+        let parts = [body["source"]?.serialized ?? "", body["target"]?.serialized ?? "", body["doc_ids"]?.serialized ?? "",
+                     body["filter"]?.serialized ?? "", body["continuous"]?.boolValue == true ? "+continuous" : ""]
+        return Crypto.hex(Crypto.md5(Data(parts.joined(separator: "|").utf8))) + (body["continuous"]?.boolValue == true ? "+continuous" : "")
+    }
+
+    private func isoNow() -> String {
+        let f = ISO8601DateFormatter()
+        return f.string(from: Date(timeIntervalSince1970: clock.now))
+    }
+
+    private func displayEndpoint(_ endpoint: JSON?) -> String {
+        guard let endpoint else { return "" }
+        var text = endpoint.stringValue ?? endpoint["url"]?.stringValue ?? ""
+        if let url = URLComponents(string: text), url.user != nil {
+            var copy = url
+            copy.user = nil
+            copy.password = nil
+            text = copy.string ?? text
+        }
+        if !text.hasSuffix("/") { text += "/" }
+        return text
+    }
+
+    /// Starts a continuous job: replicates now, then again after every change of the source, until cancelled,
+    /// the engine closes or a database goes away.
+    func startContinuousReplication(id: String, docID: String?, body: JSON, source: Database, target: Database,
+                                    docIDs: [String]?)
+    {
+        let now = isoNow()
+        let generation = scheduler.register(ReplicationScheduler.Entry(
+            id: id, docID: docID, state: "running", source: displayEndpoint(body["source"]),
+            target: displayEndpoint(body["target"]), info: ["revisions_checked": 0, "docs_written": 0], startTime: now,
+            lastUpdated: now, continuous: true))
+        let engine = self
+        let thread = Thread {
+            var since = 0
+            var checked = 0
+            var written = 0
+            while engine.scheduler.isCurrent(id, generation: generation), !engine.isClosed {
+                let stats = engine.replicateOnce(source, target, docIDs: docIDs, since: since)
+                since = stats.lastSeq
+                checked += stats.missingChecked
+                written += stats.written
+                let (c, w) = (checked, written)
+                engine.scheduler.update(id, generation: generation) {
+                    $0.info = ["revisions_checked": .int(Int64(c)), "docs_written": .int(Int64(w)), "doc_write_failures": 0]
+                    $0.lastUpdated = engine.isoNow()
+                }
+                let gone: Bool = source.withLock {
+                    let deadline = Date().addingTimeInterval(0.5)
+                    while source.updateSeq == since, !source.isDeleted, !engine.isClosed, Date() < deadline {
+                        _ = source.cond.wait(until: deadline)
+                    }
+                    return source.isDeleted
+                }
+                if gone || target.withLock({ target.isDeleted }) {
+                    engine.scheduler.update(id, generation: generation) { $0.state = "crashing" }
+                    return
+                }
+            }
+        }
+        thread.name = "replication \(id)"
+        thread.start()
+    }
+
+    /// Reacts to a write in `_replicator`: runs the replication the document describes (one-shot jobs record
+    /// `_replication_state` in the document when they finish, as CouchDB does).
+    func replicatorDocumentChanged(_ db: Database, id: String) {
+        if id.hasPrefix("_design/") { return }
+        let doc: JSON? = db.withLock {
+            guard let winner = db.docs[id]?.winner, !winner.deleted else { return nil }
+            return winner.body
+        }
+        guard let doc else {
+            scheduler.cancel(docID: id)
+            return
+        }
+        if let state = doc["_replication_state"]?.stringValue, state == "completed" || state == "failed" { return }
+        let repID = replicationID(doc)
+        let now = isoNow()
+        let source = displayEndpoint(doc["source"]), target = displayEndpoint(doc["target"])
+        let databases: (Database, Database)
+        do {
+            databases = try replicationDatabases(doc)
+        } catch {
+            let generation = scheduler.register(ReplicationScheduler.Entry(
+                id: repID, docID: id, state: "failed", source: source, target: target,
+                info: ["error": .string("\(error.error): \(error.reason)")], startTime: now, lastUpdated: now, continuous: false))
+            _ = generation
+            recordReplicationState(db, id: id, state: "failed", extra: [("_replication_state_reason", .string(error.reason))])
+            return
+        }
+        let docIDs = doc["doc_ids"]?.arrayValue?.compactMap(\.stringValue)
+        if doc["continuous"]?.boolValue == true {
+            startContinuousReplication(id: repID, docID: id, body: doc, source: databases.0, target: databases.1, docIDs: docIDs)
+            return
+        }
+        let stats = replicateOnce(databases.0, databases.1, docIDs: docIDs)
+        let info: JSON = .object([
+            ("revisions_checked", .int(Int64(stats.missingChecked))), ("missing_revisions_found", .int(Int64(stats.missingFound))),
+            ("docs_read", .int(Int64(stats.written))), ("docs_written", .int(Int64(stats.written))),
+            ("changes_pending", .null), ("doc_write_failures", .int(Int64(stats.failures))),
+            ("checkpointed_source_seq", .string(SequenceToken.encode(stats.lastSeq, db: stats.sourceName))),
+        ])
+        _ = scheduler.register(ReplicationScheduler.Entry(
+            id: repID, docID: id, state: "completed", source: source, target: target, info: info, startTime: now,
+            lastUpdated: isoNow(), continuous: false))
+        recordReplicationState(db, id: id, state: "completed", extra: [("_replication_stats", info)])
+    }
+
+    private func recordReplicationState(_ db: Database, id: String, state: String, extra: [(String, JSON)]) {
+        try? db.withLock { () throws(CouchError) in
+            guard let winner = db.docs[id]?.winner, !winner.deleted else { return }
+            var body = winner.body ?? [:]
+            body = body.setting("_replication_state", .string(state))
+            body = body.setting("_replication_state_time", .string(isoNow()))
+            for (k, v) in extra { body = body.setting(k, v) }
+            try db.updateInteractive(id: id, baseRev: winner.rev, deleted: false, body: body, attachments: winner.atts.map { .keep($0) })
+        }
+    }
+
+    // MARK: - /_scheduler
+
+    func schedulerEndpoint(_ ctx: RequestContext) throws(CouchError) -> ServerResponse {
+        let segments = ctx.segments
+        let request = ctx.request
+        let skip = Int(request.queryValue("skip") ?? "") ?? 0
+        let limit = Int(request.queryValue("limit") ?? "")
+        func page(_ list: [JSON]) -> [JSON] {
+            let skipped = Array(list.dropFirst(max(skip, 0)))
+            return limit.map { Array(skipped.prefix(max($0, 0))) } ?? skipped
+        }
+        switch segments.dropFirst().first {
+        case "jobs":
+            let jobs: [JSON] = scheduler.all.filter { $0.state == "running" }.map { e in
+                .object([
+                    ("database", e.docID == nil ? .null : "_replicator"), ("id", .string(e.id)), ("pid", "<0.1.0>"),
+                    ("source", .string(e.source)), ("target", .string(e.target)), ("user", .null),
+                    ("doc_id", e.docID.map(JSON.string) ?? .null),
+                    ("info", e.info), ("history", .array([.object([("timestamp", .string(e.startTime)), ("type", "started")])])),
+                    ("node", "couchdb@127.0.0.1"), ("start_time", .string(e.startTime)),
+                ])
+            }
+            if segments.count == 3 {
+                guard let job = jobs.first(where: { $0["id"]?.stringValue == segments[2] }) else {
+                    throw CouchError.notFound("unknown")
+                }
+                return Reply.json(200, job)
+            }
+            return Reply.json(200, .object([("total_rows", .int(Int64(jobs.count))), ("offset", .int(Int64(skip))), ("jobs", .array(page(jobs)))]))
+        case "docs":
+            if segments.count >= 3, segments[2] != "_replicator" {
+                throw CouchError.notFound("missing")
+            }
+            let docs: [JSON] = scheduler.all.filter { $0.docID != nil }.map { e in
+                .object([
+                    ("database", "_replicator"), ("doc_id", .string(e.docID!)), ("id", .string(e.id)),
+                    ("node", "couchdb@127.0.0.1"), ("source", .string(e.source)), ("target", .string(e.target)),
+                    ("state", .string(e.state)), ("info", e.info), ("error_count", 0),
+                    ("last_updated", .string(e.lastUpdated)), ("start_time", .string(e.startTime)),
+                ])
+            }
+            if segments.count == 4 {
+                guard let doc = docs.first(where: { $0["doc_id"]?.stringValue == segments[3] }) else {
+                    throw CouchError.notFound("unknown")
+                }
+                return Reply.json(200, doc)
+            }
+            return Reply.json(200, .object([("total_rows", .int(Int64(docs.count))), ("offset", .int(Int64(skip))), ("docs", .array(page(docs)))]))
+        default:
+            throw CouchError.notFound("missing")
+        }
+    }
+}
