@@ -146,10 +146,17 @@ public struct BulkGetResponse<Document: Decodable & Sendable>: Decodable, Sendab
         public var id: String?
         /// One entry per revision: `.found(document)` or `.failed(error)`.
         public var docs: [DocumentRevisionResult<Document>]
+
+        public init(id: String?, docs: [DocumentRevisionResult<Document>]) {
+            self.id = id
+            self.docs = docs
+        }
     }
 
     /// One result per requested item, in order.
     public var results: [Result]
+
+    public init(results: [Result]) { self.results = results }
 
     /// Every document found, in order.
     public var documents: [Document] { results.flatMap { $0.docs.compactMap(\.document) } }

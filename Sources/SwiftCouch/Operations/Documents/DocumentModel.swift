@@ -249,6 +249,11 @@ public struct CouchDocument<Body: Sendable>: Sendable {
         set { body[keyPath: keyPath] = newValue }
     }
 
+    /// Reads the body's read-only (`let`) fields as if they were the document's own.
+    public subscript<T>(dynamicMember keyPath: KeyPath<Body, T>) -> T {
+        body[keyPath: keyPath]
+    }
+
     enum MetaKeys: String, CodingKey {
         case id = "_id"
         case rev = "_rev"

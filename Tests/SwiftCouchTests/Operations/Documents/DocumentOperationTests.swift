@@ -174,6 +174,21 @@ struct DocumentOperationTests {
         #expect(notFound.error?.reason == "missing")
     }
 
+    @Test("CouchDocument forwards body fields, read-only ones included")
+    func dynamicMembers() throws {
+        struct Frozen: Codable, Sendable {
+            let name: String
+            var size: Int
+        }
+        var doc = try JSONDecoder().decode(
+            CouchDocument<Frozen>.self, from: Data(#"{"_id":"f","_rev":"1-a","name":"ice","size":2}"#.utf8))
+        doc.size += 1
+        #expect(doc.name == "ice")
+        #expect(doc.body.size == 3)
+        #expect(doc.id == "f")
+        #expect(doc.deleted == false)
+    }
+
     @Test("CouchDocument writes its metadata into the body's object; read-only metadata is never sent")
     func metadataEncoding() throws {
         var doc = CouchDocument(id: "n1", rev: "1-a", body: Note(title: "t", count: 1))
