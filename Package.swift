@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "CouchTestServer", targets: ["CouchTestServer"]),
         .executable(name: "TestServer", targets: ["TestServerCLI"]),
         .executable(name: "SwiftCouchDemo", targets: ["SwiftCouchDemo"]),
+        .executable(name: "SwiftCouchBenchmarks", targets: ["SwiftCouchBenchmarks"]),
     ],
     targets: [
         // HTTP/1.1 wire format (parsing and serialising), shared by the TestServer.
@@ -22,6 +23,9 @@ let package = Package(
         .target(name: "CouchQuery", path: "TestServer/Sources/CouchQuery"),
         .target(
             name: "CouchTestServer", dependencies: ["HTTPWire", "CouchQuery"], path: "TestServer/Sources/CouchTestServer"),
+        .executableTarget(
+            name: "SwiftCouchBenchmarks", dependencies: ["SwiftCouch", "CouchTestServer"],
+            path: "Sources/SwiftCouchBenchmarks"),
         .executableTarget(
             name: "TestServerCLI", dependencies: ["CouchTestServer"], path: "TestServer/Sources/TestServerCLI"),
         .testTarget(

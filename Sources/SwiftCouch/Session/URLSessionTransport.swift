@@ -13,6 +13,9 @@ public final class URLSessionTransport: Transport {
     private let session: URLSession
     private let streamingDelegate: StreamingDelegate
     private let streamingSession: URLSession
+    /// Set by `shutdown()`: an invalidated URLSession traps when given a task, so requests after
+    /// shutdown fail with an error instead.
+    private let isShutDown = Locked(false)
 
     /// Creates a transport.
     /// - Parameter maximumConnectionsPerHost: how many connections to open to one server. Defaults to 6.
@@ -65,10 +68,15 @@ public final class URLSessionTransport: Transport {
         return headers
     }
 
+    /// The error for a request made after `shutdown()`.
+    static let shutDownError = CouchError(
+        kind: .transport, message: "The client was shut down; make a new CouchDBClient to send more requests.")
+
     public func send(
         _ request: HTTPRequest, completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void
     ) -> any Cancellable {
-        let task = session.dataTask(with: Self.urlRequest(request)) { data, response, error in
+        let urlRequest = Self.urlRequest(request)
+        let handler: @Sendable (Data?, URLResponse?, (any Error)?) -> Void = { data, response, error in
             if let error {
                 completion(.failure(error))
                 return
@@ -81,21 +89,46 @@ public final class URLSessionTransport: Transport {
                 .success(
                     HTTPResponse(statusCode: http.statusCode, headers: Self.fields(of: http), body: data ?? Data())))
         }
+        // Created under the lock that `shutdown()` takes, so no task reaches an invalidated session.
+        let made = isShutDown.withLock { isShutDown -> URLSessionDataTask? in
+            isShutDown ? nil : session.dataTask(with: urlRequest, completionHandler: handler)
+        }
+        guard let task = made else {
+            completion(.failure(Self.shutDownError))
+            return WholeBodyStreamingTask(inner: NothingToCancel())
+        }
         task.resume()
         return URLSessionTaskHandle(task: task)
     }
 
     public func stream(_ request: HTTPRequest, receiver: any StreamReceiver) -> any StreamingTask {
-        let task = streamingSession.dataTask(with: Self.urlRequest(request))
+        let urlRequest = Self.urlRequest(request)
+        let made = isShutDown.withLock { isShutDown -> URLSessionDataTask? in
+            isShutDown ? nil : streamingSession.dataTask(with: urlRequest)
+        }
+        guard let task = made else {
+            receiver.complete(error: Self.shutDownError)
+            return WholeBodyStreamingTask(inner: NothingToCancel())
+        }
         streamingDelegate.register(task: task, receiver: receiver, body: request.streamedBody)
         task.resume()
         return URLSessionTaskHandle(task: task)
     }
 
     public func shutdown() {
+        let first = isShutDown.withLock { isShutDown -> Bool in
+            defer { isShutDown = true }
+            return !isShutDown
+        }
+        guard first else { return }
         session.finishTasksAndInvalidate()
         streamingSession.finishTasksAndInvalidate()
     }
+}
+
+/// Nothing in flight.
+private struct NothingToCancel: Cancellable {
+    func cancel() {}
 }
 
 /// `@unchecked Sendable`: `URLSessionTask`'s `cancel`, `suspend` and `resume` are thread-safe and

@@ -294,6 +294,20 @@ struct SessionTests {
         #expect(!basicText.contains(Data("admin:secret".utf8).base64EncodedString()))
     }
 
+    @Test("A client used after shutdown() fails with a clear error instead of crashing")
+    func afterShutdown() async {
+        let client = CouchDBClient(url: URL(string: "http://127.0.0.1:1")!)
+        client.shutdown()
+        client.shutdown()
+        do {
+            _ = try await client.execute(GetServerInfoOperation())
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.kind == .transport)
+            #expect(error.message.contains("shut down"))
+        }
+    }
+
     @Test("Descriptions of credentials, clients' URLs and errors never contain the password")
     func noSecretsInDescriptions() {
         #expect(!String(describing: Self.admin).contains("secret"))

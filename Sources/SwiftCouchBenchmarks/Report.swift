@@ -1,0 +1,106 @@
+import Foundation
+import SwiftCouch
+
+/// The transports the library rows run with.
+func availableTransports() -> [(String, @Sendable () -> any Transport)] {
+    [("URLSession", { URLSessionTransport(maximumConnectionsPerHost: 16) })]
+}
+
+/// The library's own reads, kept in one place so the rows can switch to streaming as it lands.
+enum LibraryReads {
+    static func allDocuments(client: CouchDBClient, database: String) async throws -> Int {
+        var options = KeyRangeOptions()
+        options.includeDocs = true
+        let response = try await client.value(AllDocsOperation<SmallDocument>(database: database, options: options))
+        return response.rows.count
+    }
+}
+
+/// Starts this executable again in `--serve` mode and reads the TestServer's URL from it.
+func startChildServer() throws -> (Process, URL) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
+    if !FileManager.default.isExecutableFile(atPath: process.executableURL!.path),
+        let path = Bundle.main.executablePath
+    {
+        process.executableURL = URL(fileURLWithPath: path)
+    }
+    process.arguments = ["--serve", "0"]
+    let output = Pipe()
+    let input = Pipe()
+    process.standardOutput = output
+    process.standardInput = input
+    try process.run()
+    var line = Data()
+    while true {
+        let byte = output.fileHandleForReading.readData(ofLength: 1)
+        if byte.isEmpty || byte == Data("\n".utf8) { break }
+        line.append(byte)
+    }
+    let text = String(decoding: line, as: UTF8.self)
+    guard text.hasPrefix("URL "), let url = URL(string: String(text.dropFirst(4))) else {
+        process.terminate()
+        throw PlainClient.Failure(description: "The TestServer child did not start: \(text)")
+    }
+    childInput = input
+    return (process, url)
+}
+
+/// Kept open so the child serves until this process ends.
+nonisolated(unsafe) var childInput: Pipe?
+
+/// The machine, for the report's header.
+enum MachineDescription {
+    static func current() -> String {
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        let memory = Double(ProcessInfo.processInfo.physicalMemory) / Double(1 << 30)
+        var model = "unknown CPU"
+        if let cpuinfo = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8),
+            let line = cpuinfo.split(separator: "\n").first(where: { $0.hasPrefix("model name") }),
+            let name = line.split(separator: ":", maxSplits: 1).last
+        {
+            model = name.trimmingCharacters(in: .whitespaces)
+        }
+        #if os(Linux)
+            let os = "Linux"
+        #else
+            let os = "macOS"
+        #endif
+        return "Machine: \(model), \(cores) cores, \(String(format: "%.0f", memory)) GiB, \(os)"
+    }
+}
+
+/// The table of results.
+struct Report {
+    struct Row {
+        var workload: String
+        var transport: String
+        var library: Measurement
+        var baseline: Measurement
+    }
+
+    var rows: [Row] = []
+
+    mutating func add(workload: String, transport: String, library: Measurement, baseline: Measurement) {
+        rows.append(Row(workload: workload, transport: transport, library: library, baseline: baseline))
+        print("  done: \(workload) (\(transport))")
+    }
+
+    func table() -> String {
+        var lines = [
+            "| workload | transport | library ops/s | URLSession ops/s | ratio | library CPU s/1k ops | URLSession CPU s/1k ops | library peak RSS |",
+            "|---|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for row in rows {
+            let ratio = row.library.operationsPerSecond / max(row.baseline.operationsPerSecond, 1e-9)
+            let rss = row.library.peakResidentBytes.map { String(format: "%.0f MiB", Double($0) / 1_048_576) } ?? "n/a"
+            lines.append(
+                "| \(row.workload) | \(row.transport) | \(String(format: "%.0f", row.library.operationsPerSecond)) | "
+                    + "\(String(format: "%.0f", row.baseline.operationsPerSecond)) | \(String(format: "%.2f", ratio)) | "
+                    + "\(String(format: "%.3f", row.library.cpuSeconds * 1000 / Double(max(row.library.operations, 1)))) | "
+                    + "\(String(format: "%.3f", row.baseline.cpuSeconds * 1000 / Double(max(row.baseline.operations, 1)))) | "
+                    + "\(rss) |")
+        }
+        return lines.joined(separator: "\n")
+    }
+}

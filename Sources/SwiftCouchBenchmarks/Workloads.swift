@@ -1,0 +1,246 @@
+import Foundation
+import SwiftCouch
+
+/// How much work each row does.
+struct BenchmarkSizes {
+    var pairsSequential: Int
+    var pairsConcurrent: Int
+    var bulkDocuments: Int
+    var changes: Int
+    var attachmentBytes: Int
+
+    init(quick: Bool) {
+        pairsSequential = quick ? 200 : 2_000
+        pairsConcurrent = quick ? 400 : 8_000
+        bulkDocuments = quick ? 5_000 : 100_000
+        changes = quick ? 5_000 : 100_000
+        attachmentBytes = quick ? 16 << 20 : 256 << 20
+    }
+}
+
+/// One row of the table: the same work done by the library and by plain URLSession.
+struct Workload: Sendable {
+    let name: String
+    let measureLibrary: @Sendable (CouchDBClient) async throws -> Measurement
+    let measurePlain: @Sendable (PlainClient) async throws -> Measurement
+
+    static func all(sizes: BenchmarkSizes) -> [Workload] {
+        [
+            putGetPairs(count: sizes.pairsSequential, concurrency: 1),
+            putGetPairs(count: sizes.pairsConcurrent, concurrency: 16),
+            bulkInsertAndRead(count: sizes.bulkDocuments),
+            attachmentRoundTrip(bytes: sizes.attachmentBytes),
+        ].flatMap { $0 }
+    }
+
+    /// A database name for one run.
+    static func database(_ purpose: String) -> String {
+        "bench-\(purpose)-\(UUID().uuidString.lowercased().prefix(8))"
+    }
+
+    // MARK: PUT + GET
+
+    static func putGetPairs(count: Int, concurrency: Int) -> [Workload] {
+        let name = "PUT+GET pairs, concurrency \(concurrency)"
+        let perWorker = max(1, count / concurrency)
+        return [
+            Workload(
+                name: name,
+                measureLibrary: { client in
+                    let db = database("pairs")
+                    try await client.execute(CreateDatabaseOperation(name: db))
+                    let measurement = try await Measure.run {
+                        try await withThrowingTaskGroup(of: Void.self) { group in
+                            for worker in 0..<concurrency {
+                                group.addTask {
+                                    for index in 0..<perWorker {
+                                        let id = "w\(worker)-\(index)"
+                                        try await client.execute(
+                                            PutDocumentOperation(
+                                                database: db, id: id, document: SmallDocument(n: index, text: id)))
+                                        _ = try await client.value(
+                                            GetDocumentOperation<SmallDocument>(database: db, id: id))
+                                    }
+                                }
+                            }
+                            try await group.waitForAll()
+                        }
+                        return perWorker * concurrency
+                    }
+                    try? await client.execute(DeleteDatabaseOperation(name: db))
+                    return measurement
+                },
+                measurePlain: { plain in
+                    let db = database("pairs")
+                    _ = try await plain.put("/\(db)", json: "")
+                    let measurement = try await Measure.run {
+                        try await withThrowingTaskGroup(of: Void.self) { group in
+                            for worker in 0..<concurrency {
+                                group.addTask {
+                                    for index in 0..<perWorker {
+                                        let id = "w\(worker)-\(index)"
+                                        _ = try await plain.put(
+                                            "/\(db)/\(id)", json: #"{"n":\#(index),"text":"\#(id)"}"#)
+                                        _ = try await plain.get("/\(db)/\(id)")
+                                    }
+                                }
+                            }
+                            try await group.waitForAll()
+                        }
+                        return perWorker * concurrency
+                    }
+                    try? await plain.delete("/\(db)")
+                    return measurement
+                })
+        ]
+    }
+
+    // MARK: Bulk insert, then read back through _all_docs?include_docs=true
+
+    static func bulkInsertAndRead(count: Int) -> [Workload] {
+        let batch = 1_000
+        let shared = SharedDatabases()
+        let insert = Workload(
+            name: "bulk insert \(count) small documents",
+            measureLibrary: { client in
+                let db = database("bulk")
+                try await client.execute(CreateDatabaseOperation(name: db))
+                shared.set(library: db)
+                return try await Measure.run {
+                    let writer = BulkWriter<SmallDocument>(
+                        client: client, database: db, options: .init(batchSize: batch, maximumBatchesInFlight: 4))
+                    for index in 0..<count {
+                        try await writer.add(
+                            SmallDocument(_id: String(format: "doc%07d", index), n: index, text: "small"))
+                    }
+                    let results = try await writer.finish()
+                    return results.filter { $0.rev != nil }.count
+                }
+            },
+            measurePlain: { plain in
+                let db = database("bulk")
+                _ = try await plain.put("/\(db)", json: "")
+                shared.set(plain: db)
+                return try await Measure.run {
+                    var written = 0
+                    for start in stride(from: 0, to: count, by: batch) {
+                        let docs = (start..<min(start + batch, count)).map {
+                            #"{"_id":"\#(String(format: "doc%07d", $0))","n":\#($0),"text":"small"}"#
+                        }
+                        let body = Data(("{\"docs\":[" + docs.joined(separator: ",") + "]}").utf8)
+                        let rows = try await plain.post("/\(db)/_bulk_docs", body: body) as? [[String: Any]] ?? []
+                        written += rows.filter { $0["rev"] != nil }.count
+                    }
+                    return written
+                }
+            })
+        let read = Workload(
+            name: "read \(count) documents via _all_docs?include_docs=true",
+            measureLibrary: { client in
+                guard let db = shared.library else { throw PlainClient.Failure(description: "no bulk database") }
+                let measurement = try await Measure.run {
+                    try await LibraryReads.allDocuments(client: client, database: db)
+                }
+                try? await client.execute(DeleteDatabaseOperation(name: db))
+                return measurement
+            },
+            measurePlain: { plain in
+                guard let db = shared.plain else { throw PlainClient.Failure(description: "no bulk database") }
+                let measurement = try await Measure.run {
+                    let object = try await plain.get("/\(db)/_all_docs?include_docs=true")
+                    return (object["rows"] as? [[String: Any]])?.count ?? 0
+                }
+                try? await plain.delete("/\(db)")
+                return measurement
+            })
+        return [insert, read]
+    }
+
+    // MARK: Attachments
+
+    static func attachmentRoundTrip(bytes: Int) -> [Workload] {
+        let megabytes = bytes >> 20
+        let source = FileManager.default.temporaryDirectory.appendingPathComponent("swiftcouch-bench-\(megabytes).bin")
+        @Sendable func prepare() throws {
+            if let size = (try? FileManager.default.attributesOfItem(atPath: source.path)[.size]) as? NSNumber,
+                size.intValue == bytes
+            {
+                return
+            }
+            guard FileManager.default.createFile(atPath: source.path, contents: nil) else {
+                throw PlainClient.Failure(description: "cannot create \(source.path)")
+            }
+            let handle = try FileHandle(forWritingTo: source)
+            var words = [UInt64](repeating: 0, count: 1 << 17)  // 1 MiB
+            var generator = SystemRandomNumberGenerator()
+            for _ in 0..<max(1, megabytes) {
+                for index in words.indices { words[index] = generator.next() }
+                try words.withUnsafeBytes { try handle.write(contentsOf: Data($0)) }
+            }
+            try handle.close()
+        }
+        let target = FileManager.default.temporaryDirectory.appendingPathComponent("swiftcouch-bench-out.bin")
+        return [
+            Workload(
+                name: "upload + download a \(megabytes) MiB attachment",
+                measureLibrary: { client in
+                    try prepare()
+                    let db = database("att")
+                    try await client.execute(CreateDatabaseOperation(name: db))
+                    let measurement = try await Measure.run {
+                        _ = try await client.upload(
+                            UploadAttachmentOperation(
+                                database: db, documentID: "blob", name: "data.bin", revision: nil,
+                                contentType: "application/octet-stream", body: try .file(source))
+                        ).value
+                        let result = try await client.download(
+                            GetAttachmentOperation(database: db, documentID: "blob", name: "data.bin"), to: target
+                        ).value
+                        return result.length == Int64(bytes) ? 2 : 0
+                    }
+                    try? await client.execute(DeleteDatabaseOperation(name: db))
+                    return measurement
+                },
+                measurePlain: { plain in
+                    try prepare()
+                    let db = database("att")
+                    _ = try await plain.put("/\(db)", json: "")
+                    let measurement = try await Measure.run {
+                        try await plain.upload(
+                            "/\(db)/blob/data.bin", file: source, contentType: "application/octet-stream")
+                        try await plain.download("/\(db)/blob/data.bin", to: target)
+                        return 2
+                    }
+                    try? await plain.delete("/\(db)")
+                    return measurement
+                })
+        ]
+    }
+}
+
+/// A small document.
+struct SmallDocument: Codable, Sendable {
+    var _id: String?
+    var _rev: String?
+    var n: Int
+    var text: String
+
+    init(_id: String? = nil, n: Int, text: String) {
+        self._id = _id
+        self.n = n
+        self.text = text
+    }
+}
+
+/// The databases the insert rows made, for the read rows that follow.
+final class SharedDatabases: @unchecked Sendable {
+    // @unchecked Sendable: both names are only touched under `lock`.
+    private let lock = NSLock()
+    private var libraryName: String?
+    private var plainName: String?
+
+    func set(library: String) { lock.withLock { libraryName = library } }
+    func set(plain: String) { lock.withLock { plainName = plain } }
+    var library: String? { lock.withLock { libraryName } }
+    var plain: String? { lock.withLock { plainName } }
+}

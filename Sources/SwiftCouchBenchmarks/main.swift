@@ -1,0 +1,90 @@
+// SwiftCouch benchmarks: the library against plain URLSession with hand-written JSON, in the same
+// run, against the same server.
+//
+//     swift run -c release SwiftCouchBenchmarks            # full size
+//     swift run -c release SwiftCouchBenchmarks --quick    # reduced size (CI)
+//
+// Against a TestServer started in a child process (so the client's CPU and memory are measured
+// alone), or against the CouchDB named by COUCHDB_URL (with COUCHDB_USER and COUCHDB_PASSWORD).
+// It only reports; nothing here is a pass/fail assertion.
+
+import CouchTestServer
+import Foundation
+import SwiftCouch
+
+let arguments = CommandLine.arguments
+
+// Child mode: serve a TestServer until stdin closes.
+if let index = arguments.firstIndex(of: "--serve") {
+    let port = index + 1 < arguments.count ? Int(arguments[index + 1]) ?? 0 : 0
+    let server = try TestServer.start(TestServer.Configuration(port: port))
+    FileHandle.standardOutput.write(Data("URL \(server.url.absoluteString)\n".utf8))
+    while readLine() != nil {}
+    server.stop()
+    exit(0)
+}
+
+let quick = arguments.contains("--quick")
+let sizes = BenchmarkSizes(quick: quick)
+let environment = ProcessInfo.processInfo.environment
+
+/// The server: COUCHDB_URL, or a TestServer in a child process.
+let child: Process?
+let serverURL: URL
+let username: String
+let password: String
+if let raw = environment["COUCHDB_URL"], let url = URL(string: raw) {
+    child = nil
+    serverURL = url
+    username = environment["COUCHDB_USER"] ?? "admin"
+    password = environment["COUCHDB_PASSWORD"] ?? "password"
+} else {
+    let (process, url) = try startChildServer()
+    child = process
+    serverURL = url
+    username = "admin"
+    password = "password"
+}
+defer { child?.terminate() }
+
+let machine = MachineDescription.current()
+print(
+    "SwiftCouch benchmarks (\(quick ? "quick" : "full") size) against \(child == nil ? serverURL.absoluteString : "a TestServer in a child process")"
+)
+print(machine)
+print("")
+
+var report = Report()
+let transports = availableTransports()
+let plain = PlainClient(base: serverURL, username: username, password: password)
+
+for workload in Workload.all(sizes: sizes) {
+    let baseline: Measurement
+    do {
+        baseline = try await workload.measurePlain(plain)
+    } catch {
+        print("  \(workload.name): the plain URLSession baseline failed: \(error)")
+        continue
+    }
+    for (transportName, makeTransport) in transports {
+        var configuration = Configuration()
+        configuration.transport = makeTransport()
+        configuration.maximumConcurrentOperations = 16
+        configuration.authentication = .basic
+        let client = CouchDBClient(
+            url: serverURL, credentials: Credentials(username: username, password: password),
+            configuration: configuration)
+        do {
+            let library = try await workload.measureLibrary(client)
+            report.add(workload: workload.name, transport: transportName, library: library, baseline: baseline)
+        } catch {
+            print("  \(workload.name) with \(transportName): failed: \(error)")
+        }
+        client.shutdown()
+    }
+}
+
+print(report.table())
+print("")
+print("ratio = library throughput / plain URLSession throughput (above 1: the library is faster).")
+print("CPU = client CPU seconds (user + system) per 1,000 operations; peak RSS = the client process during the row.")
