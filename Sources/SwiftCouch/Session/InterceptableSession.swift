@@ -436,7 +436,9 @@ public final class InterceptableSession: @unchecked Sendable {
             attempt.handle.finish(.failure(transportError(error, request: request)))
         case .success(let response):
             transcript?.log(response: response, for: request, elapsed: Date().timeIntervalSince(started))
-            if case .cookie = scheme, !attempt.isLogin,
+            // A `_session` call made by an operation (logging in as someone else, logging out)
+            // must not replace the client's own session cookie.
+            if case .cookie = scheme, !attempt.isLogin, !request.path.hasSuffix("/_session"),
                 let (cookie, maxAge) = authSessionCookie(in: response), !cookie.isEmpty
             {
                 sessionState.cookieRefreshed(cookie: cookie, maxAge: maxAge, now: now())

@@ -294,6 +294,22 @@ struct SessionTests {
         #expect(!basicText.contains(Data("admin:secret".utf8).base64EncodedString()))
     }
 
+    @Test("Logging in as someone else through CreateSessionOperation does not replace the client's cookie")
+    func explicitSessionKeepsClientCookie() {
+        let transport = SimulatedTransport(responses: [
+            .json(200, #"{"ok":true}"#, headers: ["Set-Cookie": "AuthSession=mine; Max-Age=600; Path=/"]),
+            .json(
+                200, #"{"ok":true,"name":"bob","roles":[]}"#,
+                headers: ["Set-Cookie": "AuthSession=bobs; Max-Age=600; Path=/"]),
+            .json(200, #"{"couchdb":"Welcome","version":"3.5.0"}"#),
+        ])
+        let client = Simulation.client(transport: transport, credentials: Self.admin)
+        _ = client.executeAndWait(CreateSessionOperation(credentials: Credentials(username: "bob", password: "pw")))
+        _ = client.executeAndWait(GetServerInfoOperation())
+        #expect(transport.requests.map(\.path) == ["/_session", "/_session", "/"])
+        #expect(transport.requests.last?.headers["Cookie"] == "AuthSession=mine")
+    }
+
     @Test("A client used after shutdown() fails with a clear error instead of crashing")
     func afterShutdown() async {
         let client = CouchDBClient(url: URL(string: "http://127.0.0.1:1")!)
