@@ -1,0 +1,192 @@
+import Foundation
+
+/// Follows a database's `_changes` feed and never silently stops.
+///
+/// Iterate it (`for try await change in follower`) to receive every change at least once, in
+/// order. Requests are made as the consumer asks for more (a slow consumer does not make the
+/// follower buffer more than one batch). After a network error, a server restart, a timeout, a
+/// 429 or a 5xx, the follower waits — exponential backoff with full jitter — and resumes from
+/// the last sequence it saw, so nothing is skipped. A 400, 401 (after the session's own renewal
+/// and replay), 403 or 404 ends the iteration with that ``CouchError``: retrying cannot fix
+/// them.
+///
+/// ``lastProcessedSequence`` is the sequence up to which the consumer has finished with every
+/// change (a change counts as processed when the consumer asks for the next one). Persist it and
+/// pass it as ``Options/since`` later to resume where you stopped.
+///
+/// ```swift
+/// let follower = ChangesFollower<Album>(client: client, database: "albums",
+///                                      options: .init(mode: .listen, since: savedSequence, includeDocs: true))
+/// for try await change in follower {
+///     handle(change)
+///     save(follower.lastProcessedSequence)
+/// }
+/// ```
+public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequence, Sendable {
+    public typealias Element = Change<Document>
+
+    /// Whether to stop at the end of the feed or wait for more forever.
+    public enum Mode: Sendable, Hashable {
+        /// Follow forever (long-poll requests), waiting for new changes.
+        case listen
+        /// Stop when the feed has no more changes (normal requests).
+        case finite
+    }
+
+    /// How the follower reads the feed. Every option has a default.
+    public struct Options: Sendable {
+        /// ``Mode/listen`` or ``Mode/finite``. Defaults to ``Mode/listen``.
+        public var mode: Mode = .listen
+        /// Where to start: nil for the beginning, ``CouchSequence/now`` for new changes only, or
+        /// a sequence saved from ``ChangesFollower/lastProcessedSequence``. Defaults to nil.
+        public var since: CouchSequence? = nil
+        /// Changes per request (`limit`). Defaults to 1,000.
+        public var batchSize: Int = 1_000
+        /// Include each document (`include_docs`). Defaults to false.
+        public var includeDocs: Bool = false
+        /// Which changes (`filter`). Defaults to nil (all).
+        public var filter: ChangesFilter? = nil
+        /// `style=all_docs` for every leaf revision. Defaults to nil (CouchDB's `main_only`).
+        public var style: ChangesStyle? = nil
+        /// How long one long-poll waits for a change before answering empty, in milliseconds.
+        /// Defaults to 55,000 (under common 60-second proxy timeouts).
+        public var longPollTimeout: Int = 55_000
+        /// How often the server sends a keep-alive newline while waiting, in milliseconds.
+        /// Defaults to nil (CouchDB then uses `timeout` alone).
+        public var heartbeat: Int? = nil
+        /// The first backoff after an error, in seconds. Defaults to 0.1.
+        public var initialBackoff: TimeInterval = 0.1
+        /// The longest backoff, in seconds. Defaults to 60.
+        public var maximumBackoff: TimeInterval = 60
+
+        public init(
+            mode: Mode = .listen, since: CouchSequence? = nil, batchSize: Int = 1_000, includeDocs: Bool = false,
+            filter: ChangesFilter? = nil
+        ) {
+            self.mode = mode
+            self.since = since
+            self.batchSize = batchSize
+            self.includeDocs = includeDocs
+            self.filter = filter
+        }
+    }
+
+    /// Statuses that end the follow: retrying cannot change them.
+    public static var terminalStatuses: Set<Int> { [400, 401, 403, 404] }
+
+    private struct State {
+        /// Where the next request starts (the last batch's `last_seq`).
+        var since: CouchSequence?
+        /// See ``ChangesFollower/lastProcessedSequence``.
+        var processed: CouchSequence?
+        /// The current batch and the index of the next change to hand out.
+        var batch: [Change<Document>] = []
+        var position = 0
+        var finished = false
+        /// Consecutive failed requests, for the backoff.
+        var errors = 0
+    }
+
+    private let client: CouchDBClient
+    private let database: String
+    private let options: Options
+    private let state: Locked<State>
+    /// Called with each error the follower recovers from (for logging); nil by default.
+    private let onRetry: (@Sendable (CouchError, TimeInterval) -> Void)?
+
+    /// Creates a follower.
+    /// - Parameter onRetry: called with each error the follower recovers from and the backoff
+    ///   it waits, for logging or metrics. Defaults to nil.
+    public init(
+        client: CouchDBClient, database: String, options: Options = Options(),
+        onRetry: (@Sendable (CouchError, TimeInterval) -> Void)? = nil
+    ) {
+        self.client = client
+        self.database = database
+        var options = options
+        options.batchSize = Swift.max(1, options.batchSize)
+        self.options = options
+        self.state = Locked(State(since: options.since, processed: options.since))
+        self.onRetry = onRetry
+    }
+
+    /// The sequence up to which every change has been handed to the consumer and the consumer
+    /// has asked for the next one; resume from it with ``Options/since``.
+    public var lastProcessedSequence: CouchSequence? { state.current.processed }
+
+    public func makeAsyncIterator() -> Iterator { Iterator(follower: self) }
+
+    /// Reads the feed as the consumer asks.
+    public struct Iterator: AsyncIteratorProtocol {
+        let follower: ChangesFollower
+
+        public mutating func next() async throws -> Change<Document>? {
+            try await follower.next()
+        }
+    }
+
+    private func next() async throws -> Change<Document>? {
+        state.withLock { state in
+            // The change handed out before this call has been processed; after the last one of a
+            // batch, everything up to the batch's `last_seq` has.
+            if state.position > 0 {
+                state.processed =
+                    state.position == state.batch.count ? state.since : state.batch[state.position - 1].seq
+            }
+        }
+        while true {
+            if let change = popBuffered() { return change }
+            if state.current.finished { return nil }
+            try Task.checkCancellation()
+            try await fetchBatch()
+        }
+    }
+
+    private func popBuffered() -> Change<Document>? {
+        state.withLock { state in
+            guard state.position < state.batch.count else { return nil }
+            defer { state.position += 1 }
+            return state.batch[state.position]
+        }
+    }
+
+    private func fetchBatch() async throws {
+        let since = state.current.since
+        var operation = ChangesOperation<Document>(
+            database: database, feed: options.mode == .listen ? .longpoll : .normal, since: since,
+            limit: options.batchSize, includeDocs: options.includeDocs, style: options.style, filter: options.filter)
+        if options.mode == .listen {
+            operation.timeout = options.longPollTimeout
+            operation.heartbeat = options.heartbeat
+        }
+        do {
+            let response = try await client.value(operation)
+            state.withLock { state in
+                state.errors = 0
+                state.batch = response.results
+                state.position = 0
+                state.since = response.lastSeq
+                if response.results.isEmpty { state.processed = response.lastSeq }
+                let caughtUp = (response.pending ?? 0) == 0 || response.results.count < options.batchSize
+                if options.mode == .finite, caughtUp {
+                    state.finished = true
+                }
+            }
+        } catch {
+            if error.kind == .cancelled { throw error }
+            if let status = error.statusCode, Self.terminalStatuses.contains(status) {
+                state.withLock { $0.finished = true }
+                throw error
+            }
+            if error.kind == .validation || error.kind == .authentication { throw error }
+            let attempt = state.withLock { state -> Int in
+                state.errors += 1
+                return state.errors
+            }
+            let ceiling = Swift.min(options.initialBackoff * pow(2, Double(attempt - 1)), options.maximumBackoff)
+            let delay = Double.random(in: 0...Swift.max(ceiling, 0.001))
+            onRetry?(error, delay)
+            try await Task.sleep(nanoseconds: UInt64(delay * 1_000_000_000))
+        }
+    }
+}
