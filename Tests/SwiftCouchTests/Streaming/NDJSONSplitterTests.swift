@@ -1,0 +1,84 @@
+import Foundation
+import Testing
+
+@testable import SwiftCouch
+
+@Suite struct NDJSONSplitterTests {
+    func split(_ bytes: [UInt8], cuts: [Int]) -> [Data] {
+        var splitter = NDJSONSplitter()
+        var lines: [Data] = []
+        var start = 0
+        for cut in cuts + [bytes.count] where cut >= start {
+            lines += splitter.feed(bytes[start..<cut])
+            start = cut
+        }
+        if let last = splitter.finish() { lines.append(last) }
+        return lines
+    }
+
+    @Test func linesWithLFAndCRLFAndHeartbeats() {
+        let text = "\n{\"seq\":1,\"id\":\"a\"}\n\n\r\n{\"seq\":2,\"id\":\"b\"}\r\n  \n{\"last_seq\":2}"
+        let expected = ["{\"seq\":1,\"id\":\"a\"}", "{\"seq\":2,\"id\":\"b\"}", "{\"last_seq\":2}"].map {
+            Data($0.utf8)
+        }
+        let bytes = Array(text.utf8)
+        #expect(split(bytes, cuts: []) == expected)
+        for cut in 0...bytes.count { #expect(split(bytes, cuts: [cut]) == expected, "split at \(cut)") }
+        #expect(split(bytes, cuts: Array(0..<bytes.count)) == expected)
+    }
+
+    @Test func finishReturnsOnlyANonBlankLastLine() {
+        var splitter = NDJSONSplitter()
+        #expect(splitter.feed(Data("{\"a\":1}\n\n\n".utf8)) == [Data("{\"a\":1}".utf8)])
+        #expect(splitter.finish() == nil)
+        #expect(splitter.feed(Array("{\"b\"".utf8)).isEmpty)
+        #expect(splitter.feed(Array(":2}".utf8)).isEmpty)
+        #expect(splitter.finish() == Data("{\"b\":2}".utf8))
+        #expect(splitter.finish() == nil)
+    }
+
+    @Test func continuousChangesFromTheTranscripts() throws {
+        let data = try Data(contentsOf: StreamFixtures.transcripts.appendingPathComponent("changes.json"))
+        let root = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let steps = try #require(root["steps"] as? [[String: Any]])
+        let step = try #require(steps.first { $0["name"] as? String == "s19" })
+        let response = try #require(step["response"] as? [String: Any])
+        let text = try #require(response["body_text"] as? String)
+        let values = try #require(response["body"] as? [Any])
+        let bytes = Array(text.utf8)
+        var generator = StreamSeededGenerator(seed: 3)
+        for _ in 0..<50 {
+            let cuts = (0..<4).map { _ in Int.random(in: 0...bytes.count, using: &generator) }.sorted()
+            let lines = split(bytes, cuts: cuts)
+            #expect(lines.count == values.count)
+            for (line, value) in zip(lines, values) {
+                let parsed = try JSONSerialization.jsonObject(with: line)
+                #expect(StreamFixtures.json(parsed) == StreamFixtures.json(value))
+            }
+        }
+        // The heartbeat-only feed yields nothing.
+        let heartbeat = try #require(steps.first { $0["name"] as? String == "s20" })
+        let beats = try #require((heartbeat["response"] as? [String: Any])?["body_text"] as? String)
+        #expect(split(Array(beats.utf8), cuts: [1, 2, 3]).isEmpty)
+    }
+
+    @Test func memoryStaysFlat() {
+        var splitter = NDJSONSplitter()
+        var count = 0
+        var maximum = 0
+        var chunk: [UInt8] = []
+        for i in 0..<100_000 {
+            chunk += Array("{\"seq\":\"\(i)-g1AAAA\",\"id\":\"doc\(i)\",\"changes\":[{\"rev\":\"1-abc\"}]}\n".utf8)
+            if i % 50 == 0 { chunk += [0x0A] }
+            if chunk.count >= 4000 {
+                count += splitter.feed(chunk).count
+                maximum = max(maximum, splitter.bufferedByteCount)
+                chunk.removeAll(keepingCapacity: true)
+            }
+        }
+        count += splitter.feed(chunk).count
+        #expect(splitter.finish() == nil)
+        #expect(count == 100_000)
+        #expect(maximum < 1024)
+    }
+}
