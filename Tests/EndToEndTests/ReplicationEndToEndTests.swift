@@ -1,0 +1,163 @@
+import Foundation
+import SwiftCouch
+import Testing
+
+/// The URL of a database on the server under test, optionally with the admin's credentials in it.
+private func databaseURL(_ db: String, withCredentials: Bool) throws -> URL {
+    let environment = E2EEnvironment.shared
+    var components = try #require(URLComponents(url: environment.url, resolvingAgainstBaseURL: false))
+    if withCredentials {
+        components.percentEncodedUser = percentEncodedUserInfo(environment.credentials.username)
+        components.percentEncodedPassword = percentEncodedUserInfo(environment.credentials.password)
+    }
+    let base =
+        components.percentEncodedPath.hasSuffix("/")
+        ? components.percentEncodedPath : components.percentEncodedPath + "/"
+    components.percentEncodedPath = base + (db.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? db)
+    return try #require(components.url)
+}
+
+private func percentEncodedUserInfo(_ text: String) -> String {
+    text.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? text
+}
+
+/// Waits (bounded) until `db` holds `count` documents; returns the last count seen.
+private func waitForDocumentCount(_ client: CouchDBClient, _ db: String, _ count: Int) async throws -> Int {
+    var seen = -1
+    for _ in 0..<300 {
+        seen = try await client.value(GetDatabaseInfoOperation(name: db)).docCount
+        if seen == count { break }
+        try await Task.sleep(nanoseconds: 100_000_000)
+    }
+    return seen
+}
+
+@Suite("End to end: replication")
+struct ReplicationEndToEndTests {
+    @Test("One-shot _replicate between two databases given as URLs (credentials in the URL, and as basic auth)")
+    func oneShotByURL() async throws {
+        try await withDatabase("rep-src") { client, source in
+            try await withDatabase("rep-tgt", client: client) { client, target in
+                try await writeNotes(client: client, db: source, ids: ["r1", "r2", "r3", "r4", "r5"])
+                let result = try await client.value(
+                    ReplicateOperation(
+                        source: .remote(url: try databaseURL(source, withCredentials: true)),
+                        target: .remote(
+                            url: try databaseURL(target, withCredentials: false),
+                            basicAuth: E2EEnvironment.shared.credentials)))
+                #expect(result.ok)
+                #expect(result.history?.first?.docsWritten == 5)
+                #expect(result.sourceLastSeq != nil)
+                let copied = try await client.value(AllDocsOperation<JSONValue>(database: target))
+                #expect(copied.rows.map(\.id) == ["r1", "r2", "r3", "r4", "r5"])
+                let note = try await client.value(GetDocumentOperation<Note>(database: target, id: "r3"))
+                let original = try await client.value(GetDocumentOperation<Note>(database: source, id: "r3"))
+                #expect(note == original)
+
+                // Again: nothing new to copy.
+                _ = try await client.value(
+                    PutDocumentOperation(database: source, id: "r6", document: Note(text: "6", n: 6)))
+                let again = try await client.value(
+                    ReplicateOperation(
+                        source: .remote(url: try databaseURL(source, withCredentials: true)),
+                        target: .remote(url: try databaseURL(target, withCredentials: true))))
+                #expect(again.ok)
+                #expect(try await client.value(GetDatabaseInfoOperation(name: target)).docCount == 6)
+            }
+        }
+    }
+
+    @Test("_replicate: selected document ids; a missing target → db_not_found")
+    func docIDsAndMissingTarget() async throws {
+        try await withDatabase("rep-ids-src") { client, source in
+            try await withDatabase("rep-ids-tgt", client: client) { client, target in
+                try await writeNotes(client: client, db: source, ids: ["a", "b", "c"])
+                var settings = ReplicationSettings(
+                    source: .remote(url: try databaseURL(source, withCredentials: true)),
+                    target: .remote(url: try databaseURL(target, withCredentials: true)))
+                settings.docIDs = ["a", "c"]
+                let result = try await client.value(ReplicateOperation(settings: settings))
+                #expect(result.ok)
+                let copied = try await client.value(AllDocsOperation<JSONValue>(database: target))
+                #expect(copied.rows.map(\.id) == ["a", "c"])
+
+                do {
+                    _ = try await client.execute(
+                        ReplicateOperation(
+                            source: .remote(url: try databaseURL(source, withCredentials: true)),
+                            target: .remote(url: try databaseURL(target + "-missing", withCredentials: true))))
+                    Issue.record("replicating to a missing database should fail")
+                } catch let error as CouchError {
+                    #expect(error.error == "db_not_found")
+                    #expect(error.statusCode.map { [404, 500].contains($0) } == true)
+                }
+            }
+        }
+    }
+
+    @Test("_replicator document: create, read, the replication runs, delete")
+    func replicatorDocument() async throws {
+        try await withDatabase("repdoc-src") { client, source in
+            try await withDatabase("repdoc-tgt", client: client) { client, target in
+                try await writeNotes(client: client, db: source, ids: ["x1", "x2", "x3"])
+                let id = "swiftcouch-e2e-" + UUID().uuidString.lowercased()
+                let settings = ReplicationSettings(
+                    source: .remote(
+                        url: try databaseURL(source, withCredentials: false),
+                        basicAuth: E2EEnvironment.shared.credentials),
+                    target: .remote(
+                        url: try databaseURL(target, withCredentials: false),
+                        basicAuth: E2EEnvironment.shared.credentials))
+                let created = try await client.value(
+                    PutReplicationDocumentOperation(document: ReplicationDocument(id: id, settings: settings)))
+                #expect(created.id == id)
+                #expect(created.rev?.hasPrefix("1-") == true)
+                do {
+                    let read = try await client.value(GetReplicationDocumentOperation(id: id))
+                    #expect(read.id == id)
+                    #expect(read.settings.continuous == nil)
+                    if case .remote(let url, _, let auth) = read.settings.source {
+                        #expect(url.path.hasSuffix("/" + source))
+                        #expect(auth?.username == E2EEnvironment.shared.credentials.username)
+                    } else {
+                        Issue.record("the source should read back as a remote endpoint: \(read.settings.source)")
+                    }
+                    #expect(try await waitForDocumentCount(client, target, 3) == 3)
+
+                    let scheduled = try await client.value(GetSchedulerDocumentsOperation(database: "_replicator"))
+                    if let mine = scheduled.docs.first(where: { $0.docID == id }) {
+                        #expect(mine.database == "_replicator")
+                        #expect(!mine.state.isEmpty)
+                    }
+                } catch {
+                    if let doc = try? await client.value(GetReplicationDocumentOperation(id: id)),
+                        let rev = doc.revision
+                    {
+                        _ = try? await client.execute(DeleteReplicationDocumentOperation(id: id, revision: rev))
+                    }
+                    throw error
+                }
+                // The replicator may have written `_replication_state` meanwhile: delete the current revision.
+                var deleted = false
+                for _ in 0..<5 where !deleted {
+                    let current = try await client.value(GetReplicationDocumentOperation(id: id))
+                    do {
+                        let answer = try await client.value(
+                            DeleteReplicationDocumentOperation(id: id, revision: try #require(current.revision)))
+                        #expect(answer.ok == true)
+                        deleted = true
+                    } catch let error as CouchError where error.statusCode == 409 {
+                        continue
+                    }
+                }
+                #expect(deleted)
+                do {
+                    _ = try await client.execute(GetReplicationDocumentOperation(id: id))
+                    Issue.record("a deleted replication document should be 404")
+                } catch let error as CouchError {
+                    #expect(error.statusCode == 404)
+                }
+            }
+        }
+    }
+}
