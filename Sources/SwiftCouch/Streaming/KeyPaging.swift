@@ -45,7 +45,6 @@ extension AllDocsOperation: KeyPagedOperation {
 }
 
 extension QueryViewOperation: KeyPagedOperation where Key: Encodable {
-    public typealias Row = ViewRow<Key, Value, Doc>
     public var pagingRange: KeyRangeOptions {
         get { options.range }
         set { options.range = newValue }

@@ -1,0 +1,322 @@
+import Foundation
+
+/// An operation whose response is a list of rows that can be read one at a time as they arrive
+/// (`_all_docs`, views, `_find`, `_changes`).
+public protocol RowStreamingOperation: CouchOperation {
+    /// One row, decoded on its own.
+    associatedtype Row: Decodable & Sendable
+    /// The member of the response object whose array holds the rows (`"rows"`, `"results"`,
+    /// `"docs"`), or nil when the whole response is the array.
+    var rowsKey: String? { get }
+}
+
+/// The rows of one streamed response, as an `AsyncSequence`, parsed and decoded one by one as the
+/// body arrives, so memory stays flat however many rows there are.
+///
+/// Back-pressure: at most `bufferSize` decoded rows wait for the consumer; beyond that the
+/// transfer is paused (the transport stops reading from the connection) until the consumer has
+/// taken half of them. Cancelling the consuming task, or leaving the loop early, cancels the
+/// request and closes the connection.
+///
+/// A stream can be iterated once. The response's other top-level members (`total_rows`,
+/// `offset`, `update_seq`, `last_seq`, `pending`, `bookmark`, `warning`) are in ``metadata``:
+/// those before the rows as soon as the rows start, all of them once the iteration has ended.
+public final class CouchRowStream<Row: Decodable & Sendable>: AsyncSequence, Sendable {
+    public typealias Element = Row
+
+    private let state: RowStreamState<Row>
+
+    init(
+        start: @escaping @Sendable (any StreamReceiver) -> RequestHandle?, rowsKey: String?, bufferSize: Int,
+        decoder: JSONDecoder, preflightError: CouchError?
+    ) {
+        state = RowStreamState(
+            start: start, rowsKey: rowsKey, bufferSize: Swift.max(2, bufferSize), decoder: decoder,
+            preflightError: preflightError)
+    }
+
+    /// The response's top-level members other than the rows, as free-form JSON.
+    public var metadata: [String: JSONValue] { state.metadata }
+
+    /// The HTTP status of the response, once its head has arrived.
+    public var statusCode: Int? { state.statusCode }
+
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(owner: IterationOwner(state: state))
+    }
+
+    /// Reads the rows. Leaving the loop early cancels the transfer.
+    public struct Iterator: AsyncIteratorProtocol {
+        let owner: IterationOwner<Row>
+
+        public mutating func next() async throws -> Row? {
+            try await owner.state.next()
+        }
+    }
+}
+
+/// Owned by the iterator alone: when the iteration is abandoned, the transfer is cancelled.
+final class IterationOwner<Row: Decodable & Sendable>: Sendable {
+    let state: RowStreamState<Row>
+    init(state: RowStreamState<Row>) { self.state = state }
+    deinit { state.cancel() }
+}
+
+/// The buffer between the transport (producer) and the iterator (consumer).
+///
+/// `@unchecked Sendable`: the shared state is in `shared` (a `Locked`); `parser` and `errorBody`
+/// are touched only from `StreamReceiver` callbacks, which the transport makes one at a time.
+final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecked Sendable {
+    private struct Shared {
+        var rows: [Row] = []
+        var head = 0
+        var outcome: Result<Void, CouchError>?
+        var waiter: CheckedContinuation<Row?, any Error>?
+        var paused = false
+        var started = false
+        var iterated = false
+        var handle: RequestHandle?
+        var statusCode: Int?
+        var metadata: [String: Data] = [:]
+        var available: Int { rows.count - head }
+    }
+
+    private let shared = Locked(Shared())
+    private let start: @Sendable (any StreamReceiver) -> RequestHandle?
+    private let bufferSize: Int
+    private let decoder: JSONDecoder
+    private let preflightError: CouchError?
+    private var parser: JSONRowStreamParser
+    private var errorBody: Data?
+
+    init(
+        start: @escaping @Sendable (any StreamReceiver) -> RequestHandle?, rowsKey: String?, bufferSize: Int,
+        decoder: JSONDecoder, preflightError: CouchError?
+    ) {
+        self.start = start
+        self.bufferSize = bufferSize
+        self.decoder = decoder
+        self.preflightError = preflightError
+        self.parser = JSONRowStreamParser(rowsKey: rowsKey)
+    }
+
+    var metadata: [String: JSONValue] {
+        shared.current.metadata.compactMapValues { try? JSONDecoder().decode(JSONValue.self, from: $0) }
+    }
+
+    var statusCode: Int? { shared.current.statusCode }
+
+    // MARK: Consumer
+
+    func next() async throws -> Row? {
+        let begin = shared.withLock { state -> Bool in
+            defer { state.started = true }
+            return !state.started
+        }
+        if begin {
+            if let preflightError {
+                finish(.failure(preflightError))
+            } else if let handle = start(self) {
+                shared.withLock { $0.handle = handle }
+            }
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let (resumeTransfer, immediate) = shared.withLock {
+                    state -> (RequestHandle?, Result<Row?, any Error>?) in
+                    if state.available > 0 {
+                        let row = state.rows[state.head]
+                        state.head += 1
+                        if state.head > 1_024, state.head * 2 > state.rows.count {
+                            state.rows.removeFirst(state.head)
+                            state.head = 0
+                        }
+                        var resume: RequestHandle?
+                        if state.paused, state.available <= bufferSize / 2 {
+                            state.paused = false
+                            resume = state.handle
+                        }
+                        return (resume, .success(row))
+                    }
+                    switch state.outcome {
+                    case .success?: return (nil, .success(nil))
+                    case .failure(let error)?: return (nil, .failure(error))
+                    case nil:
+                        state.waiter = continuation
+                        return (nil, nil)
+                    }
+                }
+                resumeTransfer?.resume()
+                if let immediate { continuation.resume(with: immediate) }
+            }
+        } onCancel: {
+            self.cancel()
+        }
+    }
+
+    /// Cancels the transfer; a waiting consumer gets a cancelled error.
+    func cancel() {
+        let handle = shared.withLock { $0.handle }
+        handle?.cancel()
+        finish(.failure(.cancelled()))
+    }
+
+    // MARK: Producer (StreamReceiver)
+
+    func receive(head: HTTPResponse) {
+        shared.withLock { $0.statusCode = head.statusCode }
+        if !(200..<300).contains(head.statusCode) {
+            errorBody = Data()
+        }
+    }
+
+    func receive(chunk: Data) {
+        if errorBody != nil {
+            if errorBody!.count < 1 << 20 { errorBody!.append(chunk) }
+            return
+        }
+        let raw: [Data]
+        do {
+            raw = try parser.feed(chunk)
+        } catch {
+            failParsing(error)
+            return
+        }
+        var decoded: [Row] = []
+        decoded.reserveCapacity(raw.count)
+        for element in raw {
+            do {
+                decoded.append(try decoder.decode(Row.self, from: element))
+            } catch {
+                let text = String(decoding: element.prefix(500), as: UTF8.self)
+                finish(
+                    .failure(
+                        CouchError(
+                            kind: .decoding, message: "A row is not a valid \(Row.self): \(error); row: \(text)",
+                            statusCode: shared.current.statusCode, underlying: error)))
+                shared.current.handle?.cancel()
+                return
+            }
+        }
+        let metadata = parser.metadata
+        let (waiter, row, pause) = shared.withLock {
+            state -> (CheckedContinuation<Row?, any Error>?, Row?, RequestHandle?) in
+            state.metadata = metadata
+            guard state.outcome == nil else { return (nil, nil, nil) }
+            state.rows.append(contentsOf: decoded)
+            var handed: Row?
+            var waiter: CheckedContinuation<Row?, any Error>?
+            if let pending = state.waiter, state.available > 0 {
+                handed = state.rows[state.head]
+                state.head += 1
+                waiter = pending
+                state.waiter = nil
+            }
+            var pause: RequestHandle?
+            if !state.paused, state.available >= bufferSize {
+                state.paused = true
+                pause = state.handle
+            }
+            return (waiter, handed, pause)
+        }
+        pause?.pause()
+        if let waiter, let row { waiter.resume(returning: row) }
+    }
+
+    func complete(error: (any Error)?) {
+        if let error {
+            let couchError =
+                (error as? CouchError)
+                ?? CouchError(
+                    kind: .transport, message: "The stream broke: \(error)", underlying: error)
+            finish(.failure(couchError))
+            return
+        }
+        if let errorBody {
+            let status = shared.current.statusCode ?? 0
+            finish(.failure(CouchError.http(status: status, body: errorBody, method: nil, path: nil)))
+            return
+        }
+        do {
+            try parser.finish()
+        } catch {
+            failParsing(error)
+            return
+        }
+        let metadata = parser.metadata
+        shared.withLock { $0.metadata = metadata }
+        finish(.success(()))
+    }
+
+    private func failParsing(_ error: any Error) {
+        finish(
+            .failure(
+                CouchError(
+                    kind: .decoding, message: "The response is not the JSON expected: \(error)",
+                    statusCode: shared.current.statusCode, underlying: error)))
+        shared.current.handle?.cancel()
+    }
+
+    private func finish(_ outcome: Result<Void, CouchError>) {
+        let waiter = shared.withLock { state -> CheckedContinuation<Row?, any Error>? in
+            guard state.outcome == nil else { return nil }
+            state.outcome = outcome
+            defer { state.waiter = nil }
+            return state.available == 0 ? state.waiter : nil
+        }
+        guard let waiter else { return }
+        switch outcome {
+        case .success: waiter.resume(returning: nil)
+        case .failure(let error): waiter.resume(throwing: error)
+        }
+    }
+}
+
+extension CouchDBClient {
+    /// Streams the rows of `operation` as they arrive: parsed and decoded one at a time, with
+    /// back-pressure, through the same pipeline (validate → serialise → endpoint … → session with
+    /// authentication and retries) as every other operation.
+    ///
+    /// ```swift
+    /// for try await row in client.rows(AllDocumentsOperation(database: "albums", includeDocs: true)) {
+    ///     print(row.id)
+    /// }
+    /// ```
+    /// - Parameter bufferSize: how many decoded rows may wait for the consumer before the transfer
+    ///   pauses. Defaults to 256.
+    public func rows<Op: RowStreamingOperation>(_ operation: Op, bufferSize: Int = 256) -> CouchRowStream<Op.Row> {
+        var operation = operation
+        let prepared: PreparedRequest
+        do {
+            prepared = try PreparedRequest(preparing: &operation, baseURL: url, timeout: configuration.requestTimeout)
+        } catch {
+            return CouchRowStream(
+                start: { _ in nil }, rowsKey: operation.rowsKey, bufferSize: bufferSize, decoder: JSONDecoder(),
+                preflightError: error)
+        }
+        let session = self.session
+        return CouchRowStream(
+            start: { receiver in
+                session.stream(prepared.request, isIdempotent: prepared.isIdempotent, receiver: receiver)
+            }, rowsKey: operation.rowsKey, bufferSize: bufferSize, decoder: JSONDecoder(), preflightError: nil)
+    }
+}
+
+extension AllDocsOperation: RowStreamingOperation {
+    public var rowsKey: String? { "rows" }
+}
+
+extension QueryViewOperation: RowStreamingOperation {
+    public typealias Row = ViewRow<Key, Value, Doc>
+    public var rowsKey: String? { "rows" }
+}
+
+extension FindOperation: RowStreamingOperation {
+    public typealias Row = Document
+    public var rowsKey: String? { "docs" }
+}
+
+extension ChangesOperation: RowStreamingOperation {
+    public typealias Row = Change<Document>
+    public var rowsKey: String? { "results" }
+}

@@ -1,0 +1,91 @@
+import Foundation
+import SwiftCouch
+import Testing
+
+@Suite("End to end: streaming rows")
+struct RowStreamEndToEndTests {
+    @Test("_all_docs rows stream in order with their documents; metadata is read too")
+    func allDocs() async throws {
+        try await withDatabase("rows") { client, db in
+            let writer = BulkWriter<Note>(client: client, database: db, options: .init(batchSize: 500))
+            for index in 0..<3_000 {
+                try await writer.add(Note(_id: String(format: "r%05d", index), text: "t", n: index))
+            }
+            _ = try await writer.finish()
+            var options = KeyRangeOptions()
+            options.includeDocs = true
+            let stream = client.rows(AllDocsOperation<Note>(database: db, options: options), bufferSize: 16)
+            var count = 0
+            for try await row in stream {
+                #expect(row.id == String(format: "r%05d", count))
+                #expect(row.doc?.n == count)
+                count += 1
+            }
+            #expect(count == 3_000)
+            #expect(stream.metadata["total_rows"] == 3_000)
+            #expect(stream.statusCode == 200)
+        }
+    }
+
+    @Test("Leaving the loop early cancels the transfer; the client keeps working")
+    func earlyExit() async throws {
+        try await withDatabase("rows-exit") { client, db in
+            _ = try await client.value(
+                BulkDocsOperation(database: db, documents: (0..<500).map { Note(_id: "e\($0)", text: "", n: $0) }))
+            var taken = 0
+            for try await _ in client.rows(AllDocsOperation<JSONValue>(database: db), bufferSize: 4) {
+                taken += 1
+                if taken == 10 { break }
+            }
+            #expect(taken == 10)
+            #expect(try await client.value(GetDatabaseInfoOperation(name: db)).docCount == 500)
+        }
+    }
+
+    @Test("An error status arrives as a CouchError from the first next()")
+    func errorStatus() async throws {
+        let client = E2EEnvironment.shared.client()
+        do {
+            for try await _ in client.rows(
+                AllDocsOperation<JSONValue>(database: E2EEnvironment.uniqueDatabaseName("no")))
+            {
+                Issue.record("no rows expected")
+            }
+            Issue.record("expected a 404")
+        } catch let error as CouchError {
+            #expect(error.statusCode == 404)
+            #expect(error.error == "not_found")
+        }
+    }
+
+    @Test("Validation happens before anything is sent, and fails the iteration")
+    func validation() async {
+        let client = E2EEnvironment.shared.client()
+        do {
+            for try await _ in client.rows(AllDocsOperation<JSONValue>(database: "Bad Name")) {}
+            Issue.record("expected a validation error")
+        } catch let error as CouchError {
+            #expect(error.kind == .validation)
+        } catch {
+            Issue.record("unexpected \(error)")
+        }
+    }
+
+    @Test("_find and _changes results stream as rows")
+    func findAndChanges() async throws {
+        try await withDatabase("rows-find") { client, db in
+            _ = try await client.value(
+                BulkDocsOperation(database: db, documents: (0..<40).map { Note(_id: "f\($0)", text: "", n: $0) }))
+            var found: [Int] = []
+            let query = FindOperation<Note>(database: db, selector: .field("n").greaterThanOrEqual(30))
+            for try await note in client.rows(query) { found.append(note.n) }
+            #expect(found.sorted() == Array(30..<40))
+            var changed = 0
+            for try await change in client.rows(ChangesOperation<JSONValue>(database: db)) {
+                #expect(change.id.hasPrefix("f"))
+                changed += 1
+            }
+            #expect(changed == 40)
+        }
+    }
+}

@@ -1,0 +1,120 @@
+import Foundation
+import SwiftCouch
+import SwiftCouchTesting
+import Testing
+
+/// A transport that streams a large `_all_docs` body row by row and really stops while paused.
+final class PausingTransport: Transport, @unchecked Sendable {
+    // @unchecked Sendable: all mutable state is behind `condition`.
+    private let condition = NSCondition()
+    private var paused = false
+    private var cancelled = false
+    private(set) var pauses = 0
+    private(set) var delivered = 0
+    let rows: Int
+
+    init(rows: Int) { self.rows = rows }
+
+    var deliveredCount: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return delivered
+    }
+
+    var pauseCount: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return pauses
+    }
+
+    func send(_ request: HTTPRequest, completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void)
+        -> any Cancellable
+    {
+        completion(.failure(SimulationError("stream only")))
+        return Control(transport: self)
+    }
+
+    func stream(_ request: HTTPRequest, receiver: any StreamReceiver) -> any StreamingTask {
+        let total = rows
+        Thread.detachNewThread { [self] in
+            receiver.receive(head: HTTPResponse(statusCode: 200, headers: ["Content-Type": "application/json"]))
+            receiver.receive(chunk: Data(#"{"total_rows":\#(total),"offset":0,"rows":["#.utf8))
+            for index in 0..<total {
+                condition.lock()
+                while paused && !cancelled { condition.wait() }
+                let stop = cancelled
+                if !stop { delivered += 1 }
+                condition.unlock()
+                if stop { return }
+                let comma = index == 0 ? "" : ",\r\n"
+                receiver.receive(
+                    chunk: Data(#"\#(comma){"id":"d\#(index)","key":"d\#(index)","value":{"rev":"1-a"}}"#.utf8))
+            }
+            receiver.receive(chunk: Data("\r\n]}\n".utf8))
+            receiver.complete(error: nil)
+        }
+        return Control(transport: self)
+    }
+
+    fileprivate func set(paused: Bool) {
+        condition.lock()
+        if paused && !self.paused { pauses += 1 }
+        self.paused = paused
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    fileprivate func cancel() {
+        condition.lock()
+        cancelled = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    private struct Control: StreamingTask {
+        let transport: PausingTransport
+        func pause() { transport.set(paused: true) }
+        func resume() { transport.set(paused: false) }
+        func cancel() { transport.cancel() }
+    }
+}
+
+@Suite("Row streams: back-pressure and cancellation")
+struct RowStreamBackPressureTests {
+    @Test("A slow consumer pauses the transfer: rows read ahead never exceed the buffer")
+    func backPressure() async throws {
+        let transport = PausingTransport(rows: 2_000)
+        var configuration = Configuration()
+        configuration.transport = transport
+        let client = CouchDBClient(url: URL(string: "http://couch.invalid")!, configuration: configuration)
+        var consumed = 0
+        var maximumAhead = 0
+        for try await row in client.rows(AllDocsOperation<JSONValue>(database: "db"), bufferSize: 32) {
+            #expect(row.id == "d\(consumed)")
+            consumed += 1
+            if consumed < 200 { try await Task.sleep(for: .milliseconds(1)) }
+            maximumAhead = max(maximumAhead, transport.deliveredCount - consumed)
+        }
+        #expect(consumed == 2_000)
+        #expect(transport.pauseCount > 0)
+        #expect(maximumAhead <= 32 + 2)
+    }
+
+    @Test("Leaving the loop cancels the transfer")
+    func cancellation() async throws {
+        let transport = PausingTransport(rows: 100_000)
+        var configuration = Configuration()
+        configuration.transport = transport
+        let client = CouchDBClient(url: URL(string: "http://couch.invalid")!, configuration: configuration)
+        var consumed = 0
+        for try await _ in client.rows(AllDocsOperation<JSONValue>(database: "db"), bufferSize: 8) {
+            consumed += 1
+            if consumed == 50 { break }
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        let after = transport.deliveredCount
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(transport.deliveredCount == after, "nothing more is read once the loop has ended")
+        #expect(after < 1_000)
+    }
+}
