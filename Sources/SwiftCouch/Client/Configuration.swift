@@ -108,6 +108,10 @@ public struct Configuration: Sendable {
     public var logTranscripts: Bool = false
     /// How many bytes of each body a transcript shows. Defaults to 4,096.
     public var transcriptBodyLimit: Int = 4_096
+    /// Send JSON request bodies of at least this many bytes gzip'd (`Content-Encoding: gzip`),
+    /// which CouchDB decompresses: for large `_bulk_docs` writes over slow links. Responses are
+    /// always accepted gzip'd. Defaults to nil: bodies are sent as they are.
+    public var gzipRequestBodiesOfAtLeast: Int? = nil
     /// The network seam. Defaults to nil: a ``URLSessionTransport`` of the client's own.
     public var transport: (any Transport)? = nil
 

@@ -80,8 +80,7 @@ public final class CouchDBClient: Sendable {
         completion: @escaping CouchOperationTask<Op>.Completion
     ) -> CouchOperationTask<Op> {
         CouchOperationTask(
-            makeOperation: builder, session: session, requestTimeout: configuration.requestTimeout,
-            callbackQueue: callbackQueue, completion: completion)
+            makeOperation: builder, session: session, callbackQueue: callbackQueue, completion: completion)
     }
 
     /// Runs `operation` on the client's own queue.

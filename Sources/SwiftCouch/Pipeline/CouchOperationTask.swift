@@ -26,17 +26,15 @@ public final class CouchOperationTask<Operation: CouchOperation>: Foundation.Ope
     private let state = Locked(State())
     private let makeOperation: @Sendable () throws -> Operation
     private let session: InterceptableSession
-    private let requestTimeout: TimeInterval
     private let callbackQueue: DispatchQueue
     private let completion: Completion
 
     init(
         makeOperation: @escaping @Sendable () throws -> Operation, session: InterceptableSession,
-        requestTimeout: TimeInterval, callbackQueue: DispatchQueue, completion: @escaping Completion
+        callbackQueue: DispatchQueue, completion: @escaping Completion
     ) {
         self.makeOperation = makeOperation
         self.session = session
-        self.requestTimeout = requestTimeout
         self.callbackQueue = callbackQueue
         self.completion = completion
         super.init()
@@ -87,8 +85,7 @@ public final class CouchOperationTask<Operation: CouchOperation>: Foundation.Ope
         // 1. validate, 2. serialise, 3. endpoint, parameters, method, data, content type, headers
         let prepared: PreparedRequest
         do {
-            prepared = try PreparedRequest(
-                preparing: &operation, baseURL: session.baseURL, timeout: requestTimeout)
+            prepared = try PreparedRequest(preparing: &operation, for: session)
         } catch {
             complete(.failure(error))
             return

@@ -9,7 +9,16 @@ struct PreparedRequest: Sendable {
     /// Whether repeating it is harmless: the operation's answer, or judged from what was read.
     let isIdempotent: Bool
 
-    init<Op: CouchOperation>(preparing operation: inout Op, baseURL: URL, timeout: TimeInterval) throws(CouchError) {
+    /// Prepares `operation` for `session`: its base URL, request timeout and request compression.
+    init<Op: CouchOperation>(preparing operation: inout Op, for session: InterceptableSession) throws(CouchError) {
+        try self.init(
+            preparing: &operation, baseURL: session.baseURL, timeout: session.configuration.requestTimeout,
+            gzipThreshold: session.configuration.gzipRequestBodiesOfAtLeast)
+    }
+
+    init<Op: CouchOperation>(
+        preparing operation: inout Op, baseURL: URL, timeout: TimeInterval, gzipThreshold: Int? = nil
+    ) throws(CouchError) {
         // 1. validate
         try operation.validate()
         // 2. serialise
@@ -24,12 +33,20 @@ struct PreparedRequest: Sendable {
         let endpoint = operation.endpoint
         let parameters = operation.parameters
         let method = operation.method
-        let body = operation.data
+        var body = operation.data
         let streamedBody = body == nil ? operation.streamedBody : nil
         let contentType = operation.contentType
         var headers = operation.headers
         if headers["Accept"] == nil { headers["Accept"] = "application/json" }
         if let contentType, body != nil || streamedBody != nil { headers["Content-Type"] = contentType }
+        // Large JSON bodies are sent gzip'd when the configuration asks (CouchDB decompresses them);
+        // compressed once here, so a retried request sends the same bytes.
+        if let gzipThreshold, let plain = body, plain.count >= gzipThreshold,
+            contentType?.hasPrefix("application/json") == true, headers["Content-Encoding"] == nil
+        {
+            body = Gzip.compress(plain, level: .fastest)
+            headers["Content-Encoding"] = "gzip"
+        }
         let url = try Self.url(base: baseURL, path: endpoint, parameters: parameters)
         request = HTTPRequest(
             method: method, url: url, headers: headers, body: body, streamedBody: streamedBody, timeout: timeout)

@@ -98,7 +98,8 @@ public final class InterceptableSession: @unchecked Sendable {
     /// The server URL, without credentials.
     public let baseURL: URL
     private let scheme: Scheme
-    private let configuration: Configuration
+    /// The client's configuration.
+    let configuration: Configuration
     private let transport: any Transport
     fileprivate let queue = DispatchQueue(label: "SwiftCouch.InterceptableSession")
     fileprivate let transcript: TranscriptLogger?

@@ -127,7 +127,7 @@ extension CouchDBClient {
         let handle = Locked<RequestHandle?>(nil)
         var operation = operation
         let preparation: Result<PreparedRequest, CouchError> = Result { () throws(CouchError) in
-            try PreparedRequest(preparing: &operation, baseURL: url, timeout: configuration.requestTimeout)
+            try PreparedRequest(preparing: &operation, for: self.session)
         }
         let session = self.session
         let task = Task { () -> Result<Value, CouchError> in

@@ -288,7 +288,7 @@ extension CouchDBClient {
         var operation = operation
         let prepared: PreparedRequest
         do {
-            prepared = try PreparedRequest(preparing: &operation, baseURL: url, timeout: configuration.requestTimeout)
+            prepared = try PreparedRequest(preparing: &operation, for: session)
         } catch {
             return CouchRowStream(
                 start: { _ in nil }, rowsKey: operation.rowsKey, bufferSize: bufferSize, decoder: JSONDecoder(),

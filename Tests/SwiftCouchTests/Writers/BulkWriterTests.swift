@@ -50,3 +50,31 @@ struct BulkWriterTests {
         var _id: String
     }
 }
+
+@Suite("Request compression")
+struct RequestCompressionTests {
+    @Test("JSON bodies at or over the threshold are sent gzip'd; smaller ones and non-JSON bodies as they are")
+    func gzipThreshold() throws {
+        var configuration = Configuration()
+        configuration.gzipRequestBodiesOfAtLeast = 1_000
+        let documents = (0..<200).map { ["_id": "doc\($0)", "text": "some repetitive text"] }
+        let big = Simulation.run(
+            BulkDocsOperation(database: "db", documents: documents), response: .json(201, "[]"),
+            configuration: configuration)
+        let request = try #require(big.request)
+        #expect(request.headers["Content-Encoding"] == "gzip")
+        #expect(request.headers["Content-Type"] == "application/json")
+        let body = try #require(request.body)
+        let plain = try Gzip.decompress(body)
+        #expect(body.count < plain.count / 4)
+        let decoded = try JSONDecoder().decode([String: [[String: String]]].self, from: plain)
+        #expect(decoded["docs"] == documents)
+
+        let small = Simulation.run(
+            PutDocumentOperation(database: "db", id: "x", document: ["a": 1]),
+            response: .json(201, #"{"ok":true,"id":"x","rev":"1-a"}"#),
+            configuration: configuration)
+        #expect(small.request?.headers["Content-Encoding"] == nil)
+        #expect(small.request?.bodyJSON == ["a": 1])
+    }
+}
