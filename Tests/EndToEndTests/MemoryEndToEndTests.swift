@@ -1,0 +1,201 @@
+import CouchTestServer
+import Foundation
+import SwiftCouch
+import Testing
+
+/// Memory is measured in a child process that runs only the client: tests run in parallel in one
+/// process, and the TestServer keeps its data in memory, so neither may pollute the figures. The
+/// parent starts a TestServer, prepares the data, then runs this same test binary filtered to
+/// ``MemoryProbe`` with `SWIFTCOUCH_MEMORY_PROBE` set; the probe prints its resident-memory
+/// readings and the parent asserts on them.
+@Suite("End to end: memory stays flat")
+struct MemoryEndToEndTests {
+    @Test("Streaming 200,000 rows grows resident memory by no more than a few MiB beyond 1,000 rows")
+    func streamingRowsIsFlat() async throws {
+        try await withProbeServer { server, client in
+            let db = "memory-rows"
+            try await client.execute(CreateDatabaseOperation(name: db))
+            let writer = BulkWriter<ProbeDocument>(
+                client: client, database: db, options: .init(batchSize: 5_000, maximumBatchesInFlight: 2))
+            for index in 0..<200_000 {
+                try await writer.add(ProbeDocument(_id: String(format: "m%07d", index), n: index))
+            }
+            let written = try await writer.finish()
+            #expect(written.allSatisfy { $0.rev != nil })
+            let readings = try runProbe("rows", server: server, database: db)
+            let rows = try #require(readings["rows"])
+            let early = try #require(readings["rss_after_1000"])
+            let late = try #require(readings["rss_end"])
+            print("Memory, streaming rows: \(early >> 10) KiB after 1,000 rows, \(late >> 10) KiB after \(rows)")
+            #expect(rows == 200_000)
+            #expect(late - early < 8 << 20, "grew \((late - early) >> 20) MiB between 1,000 and 200,000 rows")
+        }
+    }
+
+    @Test("A 256 MiB attachment round-trips through files with peak memory well below its size")
+    func largeAttachment() async throws {
+        try await withProbeServer { server, client in
+            try await client.execute(CreateDatabaseOperation(name: "memory-att"))
+            let readings = try runProbe("attachment", server: server, database: "memory-att")
+            let bytes = try #require(readings["bytes"])
+            let peak = try #require(readings["peak_rss"])
+            print("Memory, 256 MiB attachment through files: peak \(peak >> 20) MiB")
+            #expect(bytes == 256 << 20)
+            #expect(readings["same"] == 1, "the downloaded file equals the uploaded one")
+            #expect(peak < 96 << 20, "peak resident memory \(peak >> 20) MiB for a 256 MiB attachment")
+        }
+    }
+}
+
+/// The client side of the memory tests, run only in the child process.
+@Suite(
+    "Memory probe (child process only)",
+    .enabled(if: ProcessInfo.processInfo.environment["SWIFTCOUCH_MEMORY_PROBE"] != nil))
+struct MemoryProbe {
+    @Test("probe")
+    func probe() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        let url = try #require(environment["PROBE_URL"].flatMap(URL.init(string:)))
+        let db = try #require(environment["PROBE_DB"])
+        let client = CouchDBClient(
+            url: url, credentials: Credentials(username: "admin", password: "password"))
+        defer { client.shutdown() }
+        switch environment["SWIFTCOUCH_MEMORY_PROBE"] {
+        case "rows":
+            var options = KeyRangeOptions()
+            options.includeDocs = true
+            var count = 0
+            var afterThousand: Int64 = 0
+            for try await row in client.rows(
+                AllDocsOperation<ProbeDocument>(database: db, options: options), bufferSize: 64)
+            {
+                count += 1
+                if row.doc?.n != count - 1 { Issue.record("row \(count) out of order") }
+                if count == 1_000 { afterThousand = residentBytes() }
+            }
+            report(["rows": Int64(count), "rss_after_1000": afterThousand, "rss_end": residentBytes()])
+        case "attachment":
+            let size = 256 << 20
+            let source = FileManager.default.temporaryDirectory.appendingPathComponent("probe-\(UUID().uuidString).bin")
+            let target = FileManager.default.temporaryDirectory.appendingPathComponent("probe-\(UUID().uuidString).out")
+            defer {
+                try? FileManager.default.removeItem(at: source)
+                try? FileManager.default.removeItem(at: target)
+            }
+            FileManager.default.createFile(atPath: source.path, contents: nil)
+            let handle = try FileHandle(forWritingTo: source)
+            var block = [UInt64](repeating: 0, count: 1 << 17)
+            var generator = SystemRandomNumberGenerator()
+            for _ in 0..<(size >> 20) {
+                for index in block.indices { block[index] = generator.next() }
+                try block.withUnsafeBytes { try handle.write(contentsOf: Data($0)) }
+            }
+            try handle.close()
+            resetPeak()
+            _ = try await client.upload(
+                UploadAttachmentOperation(
+                    database: db, documentID: "big", name: "blob.bin", revision: nil,
+                    contentType: "application/octet-stream", body: try .file(source))
+            ).value
+            let download = try await client.download(
+                GetAttachmentOperation(database: db, documentID: "big", name: "blob.bin"), to: target
+            ).value
+            let peak = peakResidentBytes()
+            let same = try filesEqual(source, target)
+            report(["bytes": download.length, "peak_rss": peak, "same": same ? 1 : 0])
+        default:
+            Issue.record("unknown probe")
+        }
+    }
+}
+
+struct ProbeDocument: Codable, Sendable {
+    var _id: String?
+    var n: Int
+}
+
+/// Starts a TestServer of its own and a client for it, unless the suite runs against COUCHDB_URL
+/// (the probe needs to know the server's admin password and to load it heavily).
+func withProbeServer(_ body: (TestServer, CouchDBClient) async throws -> Void) async throws {
+    guard E2EEnvironment.shared.testServer != nil else {
+        print("Skipping a memory test: it loads a TestServer of its own (COUCHDB_URL is set).")
+        return
+    }
+    let server = try TestServer.start()
+    defer { server.stop() }
+    var configuration = Configuration()
+    configuration.maximumConcurrentOperations = 4
+    let client = CouchDBClient(
+        url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
+        configuration: configuration)
+    defer { client.shutdown() }
+    try await body(server, client)
+}
+
+/// Runs this test binary again, filtered to the probe, and returns what it printed.
+func runProbe(_ kind: String, server: TestServer, database: String) throws -> [String: Int64] {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+    process.arguments = ["--testing-library", "swift-testing", "--filter", "MemoryProbe"]
+    var environment = ProcessInfo.processInfo.environment
+    environment["SWIFTCOUCH_MEMORY_PROBE"] = kind
+    environment["PROBE_URL"] = server.url.absoluteString
+    environment["PROBE_DB"] = database
+    process.environment = environment
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = output
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    let text = String(decoding: data, as: UTF8.self)
+    var readings: [String: Int64] = [:]
+    for line in text.split(separator: "\n") where line.hasPrefix("PROBE ") {
+        for pair in line.dropFirst(6).split(separator: " ") {
+            let parts = pair.split(separator: "=")
+            if parts.count == 2, let value = Int64(parts[1]) { readings[String(parts[0])] = value }
+        }
+    }
+    if readings.isEmpty || process.terminationStatus != 0 {
+        Issue.record("The memory probe failed (exit \(process.terminationStatus)):\n\(text.suffix(3_000))")
+    }
+    return readings
+}
+
+func report(_ values: [String: Int64]) {
+    print("PROBE " + values.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+}
+
+/// Current resident memory (VmRSS), in bytes.
+func residentBytes() -> Int64 { procStatus("VmRSS:") }
+
+/// Peak resident memory since the last reset (VmHWM), in bytes.
+func peakResidentBytes() -> Int64 { procStatus("VmHWM:") }
+
+/// Resets the peak-RSS mark (Linux).
+func resetPeak() {
+    try? "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
+}
+
+private func procStatus(_ field: String) -> Int64 {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+        let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
+        let kilobytes = line.split(separator: " ").compactMap({ Int64($0) }).first
+    else { return 0 }
+    return kilobytes * 1024
+}
+
+private func filesEqual(_ a: URL, _ b: URL) throws -> Bool {
+    let left = try FileHandle(forReadingFrom: a)
+    let right = try FileHandle(forReadingFrom: b)
+    defer {
+        try? left.close()
+        try? right.close()
+    }
+    while true {
+        let x = try left.read(upToCount: 1 << 20) ?? Data()
+        let y = try right.read(upToCount: 1 << 20) ?? Data()
+        if x != y { return false }
+        if x.isEmpty { return true }
+    }
+}
