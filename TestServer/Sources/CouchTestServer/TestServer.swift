@@ -70,6 +70,33 @@ public final class TestServer: @unchecked Sendable {
             get { engineOptions.dataDirectory }
             set { engineOptions.dataDirectory = newValue }
         }
+
+        /// IAM API keys the token endpoint `POST /_iam/identity/token` accepts, each with the identity its
+        /// bearer tokens authenticate as (see `iamTokenURL`). Defaults to none.
+        public var iamAPIKeys: [String: IAMIdentity] {
+            get { engineOptions.iamAPIKeys }
+            set { engineOptions.iamAPIKeys = newValue }
+        }
+
+        /// Lifetime in seconds of the IAM bearer tokens (`expires_in`). Defaults to 3600.
+        public var iamTokenLifetime: Int {
+            get { engineOptions.iamTokenLifetime }
+            set { engineOptions.iamTokenLifetime = newValue }
+        }
+
+        /// Whether large JSON responses are gzip-compressed for clients that send `Accept-Encoding: gzip`
+        /// (CouchDB itself never does this). Defaults to false.
+        public var gzipJSONResponses: Bool {
+            get { engineOptions.gzipJSONResponses }
+            set { engineOptions.gzipJSONResponses = newValue }
+        }
+
+        /// The secret of accepted HS256 JWT bearer tokens (CouchDB's `[jwt_auth]` `hmac:_default`); nil turns
+        /// JWT authentication off. Defaults to nil.
+        public var jwtSecret: String? {
+            get { engineOptions.jwtSecret }
+            set { engineOptions.jwtSecret = newValue }
+        }
     }
 
     /// Starts a server.
@@ -148,7 +175,16 @@ public final class TestServer: @unchecked Sendable {
         return running
     }
 
-    /// Makes every `AuthSession` cookie issued so far invalid, as if its lifetime had run out.
+    /// The URL of the IAM-style token endpoint, for `AuthenticationMode.iam(apiKey:tokenURL:)`.
+    public var iamTokenURL: URL { url(path: "/_iam/identity/token") }
+
+    /// An HS256 JWT for `subject` with `roles`, expiring `expiresIn` seconds from now (negative for an expired
+    /// one), signed with the configured `jwtSecret` (or `secret`), for `AuthenticationMode.bearerToken`.
+    public func makeJWT(subject: String, roles: [String] = [], expiresIn: Int = 3600, secret: String? = nil) -> String {
+        engine.makeJWT(subject: subject, roles: roles, expiresIn: expiresIn, secret: secret)
+    }
+
+    /// Makes every `AuthSession` cookie and IAM bearer token issued so far invalid, as if its lifetime had run out.
     public func expireAllSessions() {
         engine.expireAllSessions()
     }
@@ -207,7 +243,9 @@ public final class TestServer: @unchecked Sendable {
     ) -> HTTPServer.Dispatch {
         return { request in
             counter.record(method: request.method, rawPath: request.rawPath, rawQuery: request.rawQuery)
-            guard let fault = faults.fault(forMethod: request.method, rawPath: request.rawPath, rawQuery: request.rawQuery)
+            guard
+                let fault = faults.fault(
+                    forMethod: request.method, rawPath: request.rawPath, rawQuery: request.rawQuery)
             else { return .response(handler.handle(request)) }
             switch fault {
             case .dropConnection:

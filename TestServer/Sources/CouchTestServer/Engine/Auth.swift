@@ -5,7 +5,7 @@ import Foundation
 struct UserContext: Sendable {
     var name: String?
     var roles: [String]
-    /// `cookie` or `default` (Basic), nil when anonymous.
+    /// `cookie`, `default` (Basic), `iam` (a token from the IAM endpoint) or `jwt`, nil when anonymous.
     var authenticatedBy: String?
 
     static let anonymous = UserContext(name: nil, roles: [], authenticatedBy: nil)
@@ -99,8 +99,9 @@ extension CouchEngine {
     /// Looks up a user: the configured admin, or a user document in `_users`.
     func credentials(for name: String) -> UserCredentials? {
         if name == options.adminName {
-            return UserCredentials(name: name, roles: ["_admin"], salt: adminSalt, derivedKey: nil, iterations: 0,
-                                   plainPassword: options.adminPassword)
+            return UserCredentials(
+                name: name, roles: ["_admin"], salt: adminSalt, derivedKey: nil, iterations: 0,
+                plainPassword: options.adminPassword)
         }
         guard let users = database(named: "_users") else { return nil }
         let doc: RevNode? = users.withLock {
@@ -112,7 +113,8 @@ extension CouchEngine {
         guard let body = doc?.body else { return nil }
         let roles = (body["roles"]?.arrayValue ?? []).compactMap(\.stringValue)
         return UserCredentials(
-            name: name, roles: roles, salt: body["salt"]?.stringValue ?? "", derivedKey: body["derived_key"]?.stringValue,
+            name: name, roles: roles, salt: body["salt"]?.stringValue ?? "",
+            derivedKey: body["derived_key"]?.stringValue,
             iterations: Int(body["iterations"]?.intValue ?? 10), plainPassword: nil)
     }
 
@@ -138,7 +140,8 @@ extension CouchEngine {
                 ok = true
             } else {
                 let computed = Crypto.hex(
-                    Crypto.pbkdf2SHA256(password: Data(password.utf8), salt: Data(creds.salt.utf8), iterations: creds.iterations))
+                    Crypto.pbkdf2SHA256(
+                        password: Data(password.utf8), salt: Data(creds.salt.utf8), iterations: creds.iterations))
                 ok = computed == derived
                 if ok { sessions.cacheVerification(cacheKey, derivedKey: derived) }
             }
@@ -181,6 +184,9 @@ extension CouchEngine {
                 }
             }
         }
+        if acceptsBearerTokens, let auth = request.headers["Authorization"], auth.lowercased().hasPrefix("bearer ") {
+            return (try bearerUser(auth.dropFirst(7).trimmingCharacters(in: .whitespaces)), nil)
+        }
         if let auth = request.headers["Authorization"], auth.lowercased().hasPrefix("basic ") {
             let encoded = auth.dropFirst(6).trimmingCharacters(in: .whitespaces)
             guard let data = Data(base64Encoded: encoded), let text = String(data: data, encoding: .utf8),
@@ -208,7 +214,9 @@ extension CouchEngine {
                 let pair = part.trimmingCharacters(in: .whitespaces)
                 if pair.hasPrefix("AuthSession=") {
                     var value = String(pair.dropFirst("AuthSession=".count))
-                    if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 { value = String(value.dropFirst().dropLast()) }
+                    if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 {
+                        value = String(value.dropFirst().dropLast())
+                    }
                     return value
                 }
             }
@@ -219,7 +227,8 @@ extension CouchEngine {
     /// `AuthSession=<value>; Version=1; Expires=…; Max-Age=…; Path=/; HttpOnly`.
     func sessionCookieHeader(_ value: String) -> String {
         let timeout = options.sessionTimeout
-        return "AuthSession=\(value); Version=1; Expires=\(cookieDate(clock.now + Double(timeout))); Max-Age=\(timeout); Path=/; HttpOnly"
+        return
+            "AuthSession=\(value); Version=1; Expires=\(cookieDate(clock.now + Double(timeout))); Max-Age=\(timeout); Path=/; HttpOnly"
     }
 
     // MARK: - /_session
@@ -228,7 +237,10 @@ extension CouchEngine {
         let request = ctx.request
         switch request.method {
         case "GET", "HEAD":
-            var info: [(String, JSON)] = [("authentication_handlers", ["cookie", "default"])]
+            var handlers: [JSON] = ["cookie", "default"]
+            if options.jwtSecret != nil { handlers.insert("jwt", at: 0) }
+            if !options.iamAPIKeys.isEmpty { handlers.insert("iam", at: 0) }
+            var info: [(String, JSON)] = [("authentication_handlers", .array(handlers))]
             if let by = ctx.user.authenticatedBy { info.append(("authenticated", .string(by))) }
             return Reply.json(200, .object([("ok", true), ("userCtx", ctx.user.json), ("info", .object(info))]))
         case "POST":
@@ -236,14 +248,7 @@ extension CouchEngine {
             var name: String?
             var password: String?
             if contentType.hasPrefix("application/x-www-form-urlencoded") {
-                let form = String(decoding: request.body, as: UTF8.self)
-                for pair in form.split(separator: "&") {
-                    let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                    func decode(_ s: Substring) -> String {
-                        s.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(s)
-                    }
-                    let key = decode(kv[0])
-                    let value = kv.count > 1 ? decode(kv[1]) : ""
+                for (key, value) in formFields(request.body) {
                     if key == "name" || key == "username" { name = value }
                     if key == "password" { password = value }
                 }
@@ -253,14 +258,17 @@ extension CouchEngine {
                 password = body["password"]?.stringValue
             } else {
                 throw CouchError(
-                    415, "bad_content_type", "Content-Type must be 'application/x-www-form-urlencoded' or 'application/json'")
+                    415, "bad_content_type",
+                    "Content-Type must be 'application/x-www-form-urlencoded' or 'application/json'")
             }
             guard let name else { throw CouchError.badRequest("request body must contain a username") }
             guard let creds = try authenticate(name: name, password: password ?? "") else {
-                return Reply.json(401, ["error": "unauthorized", "reason": "Name or password is incorrect."],
-                                  headers: [("Set-Cookie", sessionCookieHeader(""))])
+                return Reply.json(
+                    401, ["error": "unauthorized", "reason": "Name or password is incorrect."],
+                    headers: [("Set-Cookie", sessionCookieHeader(""))])
             }
-            let cookie = sessionCookieHeader(sessions.cookieValue(name: creds.name, salt: creds.salt, time: Int(clock.now)))
+            let cookie = sessionCookieHeader(
+                sessions.cookieValue(name: creds.name, salt: creds.salt, time: Int(clock.now)))
             let body: JSON = .object([
                 ("ok", true), ("name", .string(creds.name)), ("roles", .array(creds.roles.map(JSON.string))),
             ])
@@ -272,7 +280,8 @@ extension CouchEngine {
         case "DELETE":
             let cookie = sessionCookieHeader("")
             if let next = request.queryValue("next") {
-                return Reply.json(302, Reply.ok, headers: [("Location", request.baseURL + next), ("Set-Cookie", cookie)])
+                return Reply.json(
+                    302, Reply.ok, headers: [("Location", request.baseURL + next), ("Set-Cookie", cookie)])
             }
             return Reply.json(200, Reply.ok, headers: [("Set-Cookie", cookie)])
         default:

@@ -24,6 +24,19 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
         /// PBKDF2 iterations used when a `_users` document's password is hashed (CouchDB 3.5: 600000).
         /// Lower it in tests that create many users: every new password costs this many HMAC rounds.
         public var passwordIterations: Int = 600_000
+        /// IBM Cloud IAM API keys the token endpoint (`POST /_iam/identity/token`) accepts, each with the identity
+        /// its bearer tokens authenticate as. Defaults to none.
+        public var iamAPIKeys: [String: IAMIdentity] = [:]
+        /// Lifetime in seconds of the bearer tokens the token endpoint issues (IAM's `expires_in`). Defaults to 3600.
+        public var iamTokenLifetime: Int = 3600
+        /// The secret of HS256 JWTs accepted as `Authorization: Bearer <jwt>` (CouchDB's `[jwt_auth]` with an
+        /// `hmac:_default` key, which holds these bytes base64-encoded); the user is the `sub` claim, the roles
+        /// are `_couchdb.roles`, and `exp` is required. nil (the default) turns JWT authentication off.
+        public var jwtSecret: String? = nil
+        /// Whether JSON responses of at least 1 KiB are sent gzip-compressed (`Content-Encoding: gzip`) to requests
+        /// that send `Accept-Encoding: gzip`. CouchDB 3.5 itself never compresses JSON responses, so this is off
+        /// by default; turn it on to test a client's handling of compressed responses.
+        public var gzipJSONResponses: Bool = false
 
         /// The defaults: admin `admin`/`password`, 600 s sessions, in memory, CouchDB's 600000 PBKDF2 iterations.
         public init() {}
@@ -34,6 +47,7 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
 
     let clock = Clock()
     let sessions: SessionState
+    let tokens = TokenStore()
     let serverUUID: String
     let adminSalt: String
     let uuids = UUIDGenerator()
@@ -81,7 +95,8 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
     private func loadDatabases(_ dir: DataDirectory) throws {
         for file in dir.logFiles() {
             let records = DatabaseLog.records(at: file)
-            guard let meta = records.first, meta["op"]?.stringValue == "meta", let name = meta["name"]?.stringValue else {
+            guard let meta = records.first, meta["op"]?.stringValue == "meta", let name = meta["name"]?.stringValue
+            else {
                 continue
             }
             let db = Database(
@@ -139,7 +154,8 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
         defer { stateLock.unlock() }
         if closed { return .failure(CouchError.shuttingDown) }
         if databases[name] != nil {
-            return .failure(CouchError(412, "file_exists", "The database could not be created, the file already exists."))
+            return .failure(
+                CouchError(412, "file_exists", "The database could not be created, the file already exists."))
         }
         let db = Database(name: name, instanceStartTime: Int(clock.now), partitioned: partitioned, q: q, n: n)
         if let dir = dataDirectory {
@@ -147,7 +163,8 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
                 let url = dir.logURL(for: name)
                 if FileManager.default.fileExists(atPath: url.path) {
                     // Another engine on this directory owns it.
-                    return .failure(CouchError(412, "file_exists", "The database could not be created, the file already exists."))
+                    return .failure(
+                        CouchError(412, "file_exists", "The database could not be created, the file already exists."))
                 }
                 let log = try DatabaseLog(url: url)
                 try log.append([
@@ -210,6 +227,7 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
         if let refresh, !response.headers.contains("Set-Cookie") {
             response.headers.add("Set-Cookie", refresh)
         }
+        if options.gzipJSONResponses { compressIfAccepted(request, &response) }
         if request.method == "HEAD", case .data(let data) = response.body {
             response.headers.set("Content-Length", String(data.count))
             response.body = .empty
@@ -217,8 +235,25 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
         return response
     }
 
-    /// Makes every `AuthSession` cookie issued so far invalid, as if its lifetime had run out.
+    /// Gzips a JSON body of at least 1 KiB when the client accepts gzip (`gzipJSONResponses`).
+    private func compressIfAccepted(_ request: ServerRequest, _ response: inout ServerResponse) {
+        guard case .data(let data) = response.body, data.count >= 1024, !response.headers.contains("Content-Encoding"),
+            (response.headers["Content-Type"] ?? "").hasPrefix("application/json")
+        else { return }
+        let accepted = (request.headers["Accept-Encoding"] ?? "").lowercased().split(separator: ",").contains {
+            let coding = $0.split(separator: ";")
+            guard coding.first?.trimmingCharacters(in: .whitespaces) == "gzip" else { return false }
+            return !coding.dropFirst().contains { $0.replacingOccurrences(of: " ", with: "") == "q=0" }
+        }
+        guard accepted else { return }
+        response.body = .data(Gzip.compress(data))
+        response.headers.set("Content-Encoding", "gzip")
+        response.headers.add("Vary", "Accept-Encoding")
+    }
+
+    /// Makes every `AuthSession` cookie and IAM bearer token issued so far invalid, as if its lifetime had run out.
     public func expireAllSessions() {
+        tokens.revokeAll()
         let secret = sessions.rotate()
         if let dir = dataDirectory {
             try? dir.writeServerState(["uuid": .string(serverUUID), "secret": .string(Crypto.hex(secret))])

@@ -12,7 +12,9 @@ enum Crypto {
         4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
         6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21,
     ]
-    private static let md5K: [UInt32] = (0..<64).map { UInt32(truncatingIfNeeded: Int64(abs(sin(Double($0 + 1))) * 4294967296.0)) }
+    private static let md5K: [UInt32] = (0..<64).map {
+        UInt32(truncatingIfNeeded: Int64(abs(sin(Double($0 + 1))) * 4294967296.0))
+    }
 
     static func md5(_ data: Data) -> Data {
         var state: (UInt32, UInt32, UInt32, UInt32) = (0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476)
@@ -51,33 +53,42 @@ enum Crypto {
         _ state: inout (UInt32, UInt32, UInt32, UInt32), _ p: UnsafeRawPointer, _ k: UnsafePointer<UInt32>,
         _ shifts: UnsafePointer<UInt32>
     ) {
-        var m = (UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0),
-                 UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0))
+        var m = (
+            UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0),
+            UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0)
+        )
         withUnsafeMutableBytes(of: &m) { mp in
             mp.copyMemory(from: UnsafeRawBufferPointer(start: p, count: 64))
         }
         withUnsafeBytes(of: &m) { mp in
             let w = mp.bindMemory(to: UInt32.self).baseAddress!
-            var a = state.0, b = state.1, c = state.2, d = state.3
+            var a = state.0
+            var b = state.1
+            var c = state.2
+            var d = state.3
             var i = 0
             while i < 64 {
                 var f: UInt32
                 let g: Int
                 if i < 16 {
-                    f = (b & c) | (~b & d); g = i
+                    f = (b & c) | (~b & d)
+                    g = i
                 } else if i < 32 {
-                    f = (d & b) | (~d & c); g = (5 &* i &+ 1) & 15
+                    f = (d & b) | (~d & c)
+                    g = (5 &* i &+ 1) & 15
                 } else if i < 48 {
-                    f = b ^ c ^ d; g = (3 &* i &+ 5) & 15
+                    f = b ^ c ^ d
+                    g = (3 &* i &+ 5) & 15
                 } else {
-                    f = c ^ (b | ~d); g = (7 &* i) & 15
+                    f = c ^ (b | ~d)
+                    g = (7 &* i) & 15
                 }
                 f = f &+ a &+ k[i] &+ UInt32(littleEndian: w[g])
                 a = d
                 d = c
                 c = b
                 let s = shifts[i]
-                b = b &+ ((f << s) | (f >> (32 &- s)))
+                b = b &+ ((f &<< s) | (f &>> (32 &- s)))
                 i += 1
             }
             state.0 = state.0 &+ a
@@ -88,154 +99,306 @@ enum Crypto {
     }
 
     // MARK: SHA-256
+    //
+    // Written for speed in debug builds too (PBKDF2 runs 1.2 million compressions per password): the hot loops
+    // work on raw pointers, use only masking shifts and wrapping arithmetic (which the compiler inlines even
+    // without optimisation), allocate nothing, and run eight rounds per loop step, written out, with the working
+    // variables renamed from round to round instead of shuffled.
 
     private static let sha256K: [UInt32] = [
-        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-        0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-        0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-        0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-        0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-        0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-        0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-    ]
-    static let sha256Initial: [UInt32] = [
-        0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
+        0x428a_2f98, 0x7137_4491, 0xb5c0_fbcf, 0xe9b5_dba5, 0x3956_c25b, 0x59f1_11f1, 0x923f_82a4, 0xab1c_5ed5,
+        0xd807_aa98, 0x1283_5b01, 0x2431_85be, 0x550c_7dc3, 0x72be_5d74, 0x80de_b1fe, 0x9bdc_06a7, 0xc19b_f174,
+        0xe49b_69c1, 0xefbe_4786, 0x0fc1_9dc6, 0x240c_a1cc, 0x2de9_2c6f, 0x4a74_84aa, 0x5cb0_a9dc, 0x76f9_88da,
+        0x983e_5152, 0xa831_c66d, 0xb003_27c8, 0xbf59_7fc7, 0xc6e0_0bf3, 0xd5a7_9147, 0x06ca_6351, 0x1429_2967,
+        0x27b7_0a85, 0x2e1b_2138, 0x4d2c_6dfc, 0x5338_0d13, 0x650a_7354, 0x766a_0abb, 0x81c2_c92e, 0x9272_2c85,
+        0xa2bf_e8a1, 0xa81a_664b, 0xc24b_8b70, 0xc76c_51a3, 0xd192_e819, 0xd699_0624, 0xf40e_3585, 0x106a_a070,
+        0x19a4_c116, 0x1e37_6c08, 0x2748_774c, 0x34b0_bcb5, 0x391c_0cb3, 0x4ed8_aa4a, 0x5b9c_ca4f, 0x682e_6ff3,
+        0x748f_82ee, 0x78a5_636f, 0x84c8_7814, 0x8cc7_0208, 0x90be_fffa, 0xa450_6ceb, 0xbef9_a3f7, 0xc671_78f2,
     ]
 
-    /// Runs the SHA-256 compression function over one 64-byte block (16 big-endian words in `w[0..<16]`).
-    /// `w` must have room for 64 words.
-    static func sha256Compress(
-        _ state: UnsafeMutablePointer<UInt32>, _ w: UnsafeMutablePointer<UInt32>, _ k: UnsafePointer<UInt32>
-    ) {
+    /// The round constants in memory that is never freed, so the compression function reads them through a
+    /// plain pointer (no array access, no closure).
+    nonisolated(unsafe) private static let sha256KTable: UnsafePointer<UInt32> = {
+        // nonisolated(unsafe): written once here, then only read.
+        let table = UnsafeMutablePointer<UInt32>.allocate(capacity: 64)
+        sha256K.withUnsafeBufferPointer { table.initialize(from: $0.baseAddress!, count: 64) }
+        return UnsafePointer(table)
+    }()
+
+    /// A SHA-256 chaining state: eight words.
+    struct SHA256State: Sendable {
+        var h0: UInt32 = 0x6a09_e667
+        var h1: UInt32 = 0xbb67_ae85
+        var h2: UInt32 = 0x3c6e_f372
+        var h3: UInt32 = 0xa54f_f53a
+        var h4: UInt32 = 0x510e_527f
+        var h5: UInt32 = 0x9b05_688c
+        var h6: UInt32 = 0x1f83_d9ab
+        var h7: UInt32 = 0x5be0_cd19
+
+        /// The initial state of SHA-256.
+        static let initial = SHA256State()
+
+        func store(_ p: UnsafeMutablePointer<UInt32>) {
+            p[0] = h0
+            p[1] = h1
+            p[2] = h2
+            p[3] = h3
+            p[4] = h4
+            p[5] = h5
+            p[6] = h6
+            p[7] = h7
+        }
+
+        init() {}
+
+        init(_ p: UnsafePointer<UInt32>) {
+            h0 = p[0]
+            h1 = p[1]
+            h2 = p[2]
+            h3 = p[3]
+            h4 = p[4]
+            h5 = p[5]
+            h6 = p[6]
+            h7 = p[7]
+        }
+
+        /// The state as a big-endian digest.
+        var digest: Data {
+            var out = Data(count: 32)
+            out.withUnsafeMutableBytes { raw in
+                for (i, v) in [h0, h1, h2, h3, h4, h5, h6, h7].enumerated() {
+                    raw.storeBytes(of: v.bigEndian, toByteOffset: i &* 4, as: UInt32.self)
+                }
+            }
+            return out
+        }
+    }
+
+    /// Runs the SHA-256 compression function over one block: the block's 16 big-endian words are in
+    /// `w[0..<16]`, which must have room for 64 words (`w[16..<64]` is overwritten, `w[0..<16]` is kept).
+    static func sha256Compress(_ state: UnsafeMutablePointer<UInt32>, _ w: UnsafeMutablePointer<UInt32>) {
         var i = 16
         while i < 64 {
-            let x = w[i - 15], y = w[i - 2]
-            let s0 = ((x >> 7) | (x << 25)) ^ ((x >> 18) | (x << 14)) ^ (x >> 3)
-            let s1 = ((y >> 17) | (y << 15)) ^ ((y >> 19) | (y << 13)) ^ (y >> 10)
-            w[i] = w[i - 16] &+ s0 &+ w[i - 7] &+ s1
-            i += 1
+            let x = w[i &- 15]
+            let y = w[i &- 2]
+            let s0 = (x &>> 7 | x &<< 25) ^ (x &>> 18 | x &<< 14) ^ (x &>> 3)
+            let s1 = (y &>> 17 | y &<< 15) ^ (y &>> 19 | y &<< 13) ^ (y &>> 10)
+            w[i] = w[i &- 16] &+ s0 &+ w[i &- 7] &+ s1
+            i &+= 1
         }
-        var a = state[0], b = state[1], c = state[2], d = state[3]
-        var e = state[4], f = state[5], g = state[6], h = state[7]
+        let k = sha256KTable
+        var a = state[0]
+        var b = state[1]
+        var c = state[2]
+        var d = state[3]
+        var e = state[4]
+        var f = state[5]
+        var g = state[6]
+        var h = state[7]
+        var t1: UInt32 = 0
+        var t2: UInt32 = 0
         i = 0
         while i < 64 {
-            let s1 = ((e >> 6) | (e << 26)) ^ ((e >> 11) | (e << 21)) ^ ((e >> 25) | (e << 7))
-            let ch = (e & f) ^ (~e & g)
-            let t1 = h &+ s1 &+ ch &+ k[i] &+ w[i]
-            let s0 = ((a >> 2) | (a << 30)) ^ ((a >> 13) | (a << 19)) ^ ((a >> 22) | (a << 10))
-            let maj = (a & b) ^ (a & c) ^ (b & c)
-            let t2 = s0 &+ maj
-            h = g; g = f; f = e; e = d &+ t1
-            d = c; c = b; b = a; a = t1 &+ t2
-            i += 1
+            t1 = h &+ ((e &>> 6 | e &<< 26) ^ (e &>> 11 | e &<< 21) ^ (e &>> 25 | e &<< 7))
+            t1 = t1 &+ ((e & f) ^ (~e & g)) &+ k[i] &+ w[i]
+            t2 = (a &>> 2 | a &<< 30) ^ (a &>> 13 | a &<< 19) ^ (a &>> 22 | a &<< 10)
+            d = d &+ t1
+            h = t1 &+ t2 &+ ((a & b) ^ (a & c) ^ (b & c))
+            t1 = g &+ ((d &>> 6 | d &<< 26) ^ (d &>> 11 | d &<< 21) ^ (d &>> 25 | d &<< 7))
+            t1 = t1 &+ ((d & e) ^ (~d & f)) &+ k[i &+ 1] &+ w[i &+ 1]
+            t2 = (h &>> 2 | h &<< 30) ^ (h &>> 13 | h &<< 19) ^ (h &>> 22 | h &<< 10)
+            c = c &+ t1
+            g = t1 &+ t2 &+ ((h & a) ^ (h & b) ^ (a & b))
+            t1 = f &+ ((c &>> 6 | c &<< 26) ^ (c &>> 11 | c &<< 21) ^ (c &>> 25 | c &<< 7))
+            t1 = t1 &+ ((c & d) ^ (~c & e)) &+ k[i &+ 2] &+ w[i &+ 2]
+            t2 = (g &>> 2 | g &<< 30) ^ (g &>> 13 | g &<< 19) ^ (g &>> 22 | g &<< 10)
+            b = b &+ t1
+            f = t1 &+ t2 &+ ((g & h) ^ (g & a) ^ (h & a))
+            t1 = e &+ ((b &>> 6 | b &<< 26) ^ (b &>> 11 | b &<< 21) ^ (b &>> 25 | b &<< 7))
+            t1 = t1 &+ ((b & c) ^ (~b & d)) &+ k[i &+ 3] &+ w[i &+ 3]
+            t2 = (f &>> 2 | f &<< 30) ^ (f &>> 13 | f &<< 19) ^ (f &>> 22 | f &<< 10)
+            a = a &+ t1
+            e = t1 &+ t2 &+ ((f & g) ^ (f & h) ^ (g & h))
+            t1 = d &+ ((a &>> 6 | a &<< 26) ^ (a &>> 11 | a &<< 21) ^ (a &>> 25 | a &<< 7))
+            t1 = t1 &+ ((a & b) ^ (~a & c)) &+ k[i &+ 4] &+ w[i &+ 4]
+            t2 = (e &>> 2 | e &<< 30) ^ (e &>> 13 | e &<< 19) ^ (e &>> 22 | e &<< 10)
+            h = h &+ t1
+            d = t1 &+ t2 &+ ((e & f) ^ (e & g) ^ (f & g))
+            t1 = c &+ ((h &>> 6 | h &<< 26) ^ (h &>> 11 | h &<< 21) ^ (h &>> 25 | h &<< 7))
+            t1 = t1 &+ ((h & a) ^ (~h & b)) &+ k[i &+ 5] &+ w[i &+ 5]
+            t2 = (d &>> 2 | d &<< 30) ^ (d &>> 13 | d &<< 19) ^ (d &>> 22 | d &<< 10)
+            g = g &+ t1
+            c = t1 &+ t2 &+ ((d & e) ^ (d & f) ^ (e & f))
+            t1 = b &+ ((g &>> 6 | g &<< 26) ^ (g &>> 11 | g &<< 21) ^ (g &>> 25 | g &<< 7))
+            t1 = t1 &+ ((g & h) ^ (~g & a)) &+ k[i &+ 6] &+ w[i &+ 6]
+            t2 = (c &>> 2 | c &<< 30) ^ (c &>> 13 | c &<< 19) ^ (c &>> 22 | c &<< 10)
+            f = f &+ t1
+            b = t1 &+ t2 &+ ((c & d) ^ (c & e) ^ (d & e))
+            t1 = a &+ ((f &>> 6 | f &<< 26) ^ (f &>> 11 | f &<< 21) ^ (f &>> 25 | f &<< 7))
+            t1 = t1 &+ ((f & g) ^ (~f & h)) &+ k[i &+ 7] &+ w[i &+ 7]
+            t2 = (b &>> 2 | b &<< 30) ^ (b &>> 13 | b &<< 19) ^ (b &>> 22 | b &<< 10)
+            e = e &+ t1
+            a = t1 &+ t2 &+ ((b & c) ^ (b & d) ^ (c & d))
+            i &+= 8
         }
-        state[0] = state[0] &+ a; state[1] = state[1] &+ b; state[2] = state[2] &+ c; state[3] = state[3] &+ d
-        state[4] = state[4] &+ e; state[5] = state[5] &+ f; state[6] = state[6] &+ g; state[7] = state[7] &+ h
+        state[0] = state[0] &+ a
+        state[1] = state[1] &+ b
+        state[2] = state[2] &+ c
+        state[3] = state[3] &+ d
+        state[4] = state[4] &+ e
+        state[5] = state[5] &+ f
+        state[6] = state[6] &+ g
+        state[7] = state[7] &+ h
+    }
+
+    /// Loads one 64-byte block as 16 big-endian words into `w`.
+    @inline(__always)
+    private static func sha256LoadBlock(_ w: UnsafeMutablePointer<UInt32>, _ p: UnsafeRawPointer) {
+        var j = 0
+        while j < 16 {
+            w[j] = UInt32(bigEndian: p.loadUnaligned(fromByteOffset: j &* 4, as: UInt32.self))
+            j &+= 1
+        }
+    }
+
+    /// Hashes `message` onward from `start`, the state after `absorbed` bytes (a multiple of 64) were hashed
+    /// already, and pads for a total length of `absorbed + message.count`.
+    static func sha256(from start: SHA256State, absorbed: Int, _ message: UnsafeRawBufferPointer) -> SHA256State {
+        // 8 state words, 64 schedule words, then 128 bytes for the padded tail.
+        let scratch = UnsafeMutableRawPointer.allocate(byteCount: 72 * 4 + 128, alignment: 8)
+        defer { scratch.deallocate() }
+        let state = scratch.bindMemory(to: UInt32.self, capacity: 72)
+        let w = state + 8
+        start.store(state)
+        let count = message.count
+        var offset = 0
+        if let base = message.baseAddress {
+            while count &- offset >= 64 {
+                sha256LoadBlock(w, base + offset)
+                sha256Compress(state, w)
+                offset &+= 64
+            }
+        }
+        let tail = (scratch + 72 * 4).bindMemory(to: UInt8.self, capacity: 128)
+        tail.initialize(repeating: 0, count: 128)
+        let rest = count &- offset
+        if rest > 0, let base = message.baseAddress {
+            tail.initialize(from: base.assumingMemoryBound(to: UInt8.self) + offset, count: rest)
+        }
+        tail[rest] = 0x80
+        let tailLength = rest < 56 ? 64 : 128
+        let bits = UInt64(absorbed &+ count) &* 8
+        UnsafeMutableRawPointer(tail).storeBytes(of: bits.bigEndian, toByteOffset: tailLength &- 8, as: UInt64.self)
+        var blockStart = 0
+        while blockStart < tailLength {
+            sha256LoadBlock(w, UnsafeRawPointer(tail + blockStart))
+            sha256Compress(state, w)
+            blockStart &+= 64
+        }
+        return SHA256State(state)
     }
 
     static func sha256(_ data: Data) -> Data {
-        var message = [UInt8](data)
-        let bitLength = UInt64(message.count) &* 8
-        message.append(0x80)
-        while message.count % 64 != 56 { message.append(0) }
-        for i in (0..<8).reversed() { message.append(UInt8(truncatingIfNeeded: bitLength >> (8 * UInt64(i)))) }
-        var state = sha256Initial
-        var w = [UInt32](repeating: 0, count: 64)
-        sha256K.withUnsafeBufferPointer { k in
-            state.withUnsafeMutableBufferPointer { st in
-                w.withUnsafeMutableBufferPointer { wp in
-                    for chunk in stride(from: 0, to: message.count, by: 64) {
-                        for i in 0..<16 {
-                            let j = chunk + i * 4
-                            wp[i] = UInt32(message[j]) << 24 | UInt32(message[j + 1]) << 16
-                                | UInt32(message[j + 2]) << 8 | UInt32(message[j + 3])
-                        }
-                        sha256Compress(st.baseAddress!, wp.baseAddress!, k.baseAddress!)
+        data.withUnsafeBytes { sha256(from: .initial, absorbed: 0, $0) }.digest
+    }
+
+    /// HMAC-SHA256 with the key's inner and outer states computed once: each message then costs the
+    /// compressions of the message itself plus one for the outer hash (instead of two more for the key pads).
+    struct HMACSHA256: Sendable {
+        /// The SHA-256 state after the `key XOR ipad` block.
+        let inner: SHA256State
+        /// The SHA-256 state after the `key XOR opad` block.
+        let outer: SHA256State
+
+        init(key: Data) {
+            var block = [UInt8](repeating: 0, count: 64)
+            let k = key.count > 64 ? Crypto.sha256(key) : key
+            for (i, byte) in k.enumerated() { block[i] = byte }
+            func state(xor pad: UInt8) -> SHA256State {
+                let scratch = UnsafeMutablePointer<UInt32>.allocate(capacity: 72)
+                defer { scratch.deallocate() }
+                SHA256State.initial.store(scratch)
+                block.withUnsafeBytes { raw in
+                    for j in 0..<16 {
+                        let word = UInt32(bigEndian: raw.loadUnaligned(fromByteOffset: j * 4, as: UInt32.self))
+                        scratch[8 + j] = word ^ (UInt32(pad) &* 0x0101_0101)
                     }
                 }
+                Crypto.sha256Compress(scratch, scratch + 8)
+                return SHA256State(scratch)
             }
+            inner = state(xor: 0x36)
+            outer = state(xor: 0x5c)
         }
-        var out = Data(capacity: 32)
-        for v in state { for i in (0..<4).reversed() { out.append(UInt8(truncatingIfNeeded: v >> (8 * UInt32(i)))) } }
-        return out
+
+        /// The MAC of `message` (32 bytes).
+        func authenticate(_ message: Data) -> Data {
+            let innerHash = message.withUnsafeBytes { Crypto.sha256(from: inner, absorbed: 64, $0) }.digest
+            return innerHash.withUnsafeBytes { Crypto.sha256(from: outer, absorbed: 64, $0) }.digest
+        }
     }
 
     static func hmacSHA256(key: Data, message: Data) -> Data {
-        var k = key.count > 64 ? sha256(key) : key
-        k.append(Data(repeating: 0, count: 64 - k.count))
-        let ipad = Data(k.map { $0 ^ 0x36 })
-        let opad = Data(k.map { $0 ^ 0x5c })
-        return sha256(opad + sha256(ipad + message))
+        HMACSHA256(key: key).authenticate(message)
     }
 
     /// PBKDF2 with HMAC-SHA256, one 32-byte block (what CouchDB stores as `derived_key`).
+    ///
+    /// Each iteration is exactly two compressions: the HMAC's key-pad states are computed once, and the
+    /// 32-byte U value with its fixed padding (total length 64 + 32 bytes) forms one block that is set up
+    /// once, so the loop only copies eight words in and out.
     static func pbkdf2SHA256(password: Data, salt: Data, iterations: Int) -> Data {
-        // Precompute the inner and outer HMAC states so that each iteration costs two compressions.
-        var key = password.count > 64 ? sha256(password) : password
-        key.append(Data(repeating: 0, count: 64 - key.count))
-        func state(after block: Data) -> [UInt32] {
-            var st = sha256Initial
-            var w = [UInt32](repeating: 0, count: 64)
-            let bytes = [UInt8](block)
-            for i in 0..<16 {
-                w[i] = UInt32(bytes[i * 4]) << 24 | UInt32(bytes[i * 4 + 1]) << 16 | UInt32(bytes[i * 4 + 2]) << 8
-                    | UInt32(bytes[i * 4 + 3])
-            }
-            sha256K.withUnsafeBufferPointer { k in
-                st.withUnsafeMutableBufferPointer { s in
-                    w.withUnsafeMutableBufferPointer { wp in sha256Compress(s.baseAddress!, wp.baseAddress!, k.baseAddress!) }
-                }
-            }
-            return st
-        }
-        let innerState = state(after: Data(key.map { $0 ^ 0x36 }))
-        let outerState = state(after: Data(key.map { $0 ^ 0x5c }))
+        let mac = HMACSHA256(key: password)
         // U1 = HMAC(password, salt || INT(1))
-        var u = [UInt8](hmacSHA256(key: password, message: salt + Data([0, 0, 0, 1])))
-        var result = [UInt32](repeating: 0, count: 8)
-        var uWords = [UInt32](repeating: 0, count: 8)
-        for i in 0..<8 {
-            uWords[i] = UInt32(u[i * 4]) << 24 | UInt32(u[i * 4 + 1]) << 16 | UInt32(u[i * 4 + 2]) << 8 | UInt32(u[i * 4 + 3])
-            result[i] = uWords[i]
-        }
-        u.removeAll()
-        var w = [UInt32](repeating: 0, count: 64)
-        var st = [UInt32](repeating: 0, count: 8)
-        sha256K.withUnsafeBufferPointer { kp in
-            w.withUnsafeMutableBufferPointer { wb in
-                st.withUnsafeMutableBufferPointer { sb in
-                    uWords.withUnsafeMutableBufferPointer { ub in
-                        result.withUnsafeMutableBufferPointer { rb in
-                            let wp = wb.baseAddress!, sp = sb.baseAddress!, up = ub.baseAddress!, rp = rb.baseAddress!
-                            let k = kp.baseAddress!
-                            var n = 1
-                            while n < iterations {
-                                // inner: state after ipad block, then block = U (32 bytes) + padding (length 96 bytes).
-                                for i in 0..<8 { sp[i] = innerState[i]; wp[i] = up[i] }
-                                wp[8] = 0x8000_0000
-                                for i in 9..<15 { wp[i] = 0 }
-                                wp[15] = (64 + 32) * 8
-                                sha256Compress(sp, wp, k)
-                                for i in 0..<8 { wp[i] = sp[i]; sp[i] = outerState[i] }
-                                wp[8] = 0x8000_0000
-                                for i in 9..<15 { wp[i] = 0 }
-                                wp[15] = (64 + 32) * 8
-                                sha256Compress(sp, wp, k)
-                                for i in 0..<8 {
-                                    up[i] = sp[i]
-                                    rp[i] ^= sp[i]
-                                }
-                                n += 1
-                            }
-                        }
-                    }
-                }
+        let u1 = mac.authenticate(salt + Data([0, 0, 0, 1]))
+        // inner, outer, state, u, result: 8 words each; then the 64-word schedule.
+        let scratch = UnsafeMutablePointer<UInt32>.allocate(capacity: 5 * 8 + 64)
+        defer { scratch.deallocate() }
+        let innerState = scratch
+        let outerState = scratch + 8
+        let state = scratch + 16
+        let u = scratch + 24
+        let result = scratch + 32
+        let w = scratch + 40
+        mac.inner.store(innerState)
+        mac.outer.store(outerState)
+        u1.withUnsafeBytes { raw in
+            for j in 0..<8 {
+                u[j] = UInt32(bigEndian: raw.loadUnaligned(fromByteOffset: j * 4, as: UInt32.self))
+                result[j] = u[j]
             }
         }
-        var out = Data(capacity: 32)
-        for v in result { for i in (0..<4).reversed() { out.append(UInt8(truncatingIfNeeded: v >> (8 * UInt32(i)))) } }
-        return out
+        // The padding of a 32-byte message after a 64-byte key block: it never changes (the compression
+        // function keeps w[0..<16]).
+        w[8] = 0x8000_0000
+        for j in 9..<15 { w[j] = 0 }
+        w[15] = (64 + 32) * 8
+        var n = 1
+        while n < iterations {
+            var j = 0
+            while j < 8 {
+                state[j] = innerState[j]
+                w[j] = u[j]
+                j &+= 1
+            }
+            sha256Compress(state, w)
+            j = 0
+            while j < 8 {
+                w[j] = state[j]
+                state[j] = outerState[j]
+                j &+= 1
+            }
+            sha256Compress(state, w)
+            j = 0
+            while j < 8 {
+                u[j] = state[j]
+                result[j] ^= state[j]
+                j &+= 1
+            }
+            n &+= 1
+        }
+        return SHA256State(UnsafePointer(result)).digest
     }
 
     // MARK: CRC-32
@@ -248,7 +411,11 @@ enum Crypto {
 
     static func crc32(_ data: Data) -> UInt32 {
         var c: UInt32 = 0xFFFF_FFFF
-        for byte in data { c = crcTable[Int((c ^ UInt32(byte)) & 0xFF)] ^ (c >> 8) }
+        crcTable.withUnsafeBufferPointer { table in
+            data.withUnsafeBytes { raw in
+                for byte in raw { c = table[Int((c ^ UInt32(byte)) & 0xFF)] ^ (c &>> 8) }
+            }
+        }
         return c ^ 0xFFFF_FFFF
     }
 

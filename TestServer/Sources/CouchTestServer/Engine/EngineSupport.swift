@@ -11,7 +11,9 @@ struct CouchError: Error {
     /// Extra members after `reason` (CouchDB's numeric `ref` on some 500s and 400s).
     var extra: [(String, JSON)] = []
 
-    init(_ status: Int, _ error: String, _ reason: String, headers: [(String, String)] = [], extra: [(String, JSON)] = []) {
+    init(
+        _ status: Int, _ error: String, _ reason: String, headers: [(String, String)] = [], extra: [(String, JSON)] = []
+    ) {
         self.status = status
         self.error = error
         self.reason = reason
@@ -109,12 +111,34 @@ extension ServerRequest {
             == "application/json"
     }
 
-    /// The body parsed as JSON, or CouchDB's 400 when it is not JSON.
+    /// The body parsed as JSON, or CouchDB's 400 when it is not JSON. A `Content-Encoding: gzip` body is
+    /// decompressed first (see `decodedBody()`).
     func jsonBody() throws(CouchError) -> JSON {
+        let data = try decodedBody()
         do {
-            return try JSON.parse(body)
+            return try JSON.parse(data)
         } catch {
             throw CouchError.invalidJSON
+        }
+    }
+
+    /// The body as CouchDB's `maybe_decompress` sees it: gunzipped for `Content-Encoding: gzip` (400
+    /// `bad_request` when it is not proper gzip), as it is for `identity` or no header, and 415
+    /// `bad_content_type` for any other encoding.
+    func decodedBody() throws(CouchError) -> Data {
+        let encoding = (headers["Content-Encoding"] ?? "identity").trimmingCharacters(in: .whitespaces).lowercased()
+        switch encoding {
+        case "identity", "":
+            return body
+        case "gzip":
+            do {
+                return try Gzip.decompress(body)
+            } catch {
+                if error == .tooLarge { throw CouchError(413, "too_large", "the request entity is too large") }
+                throw CouchError.badRequest("Request body is not properly gzipped.")
+            }
+        default:
+            throw CouchError(415, "bad_content_type", "\(encoding) is not a supported content encoding.")
         }
     }
 
@@ -134,7 +158,8 @@ extension ServerRequest {
 
 /// Percent-encodes a path segment the way CouchDB builds `Location` headers (`/` becomes `%2F`).
 func encodePathSegment(_ s: String) -> String {
-    var allowed = CharacterSet.alphanumerics.intersection(CharacterSet(charactersIn: Unicode.Scalar(0)...Unicode.Scalar(127)))
+    var allowed = CharacterSet.alphanumerics.intersection(
+        CharacterSet(charactersIn: Unicode.Scalar(0)...Unicode.Scalar(127)))
     allowed.insert(charactersIn: "-._~:@!$&'()*,;=")
     return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
 }

@@ -21,11 +21,15 @@ extension CouchEngine {
 
     private func welcome(_ ctx: RequestContext) throws(CouchError) -> ServerResponse {
         try requireMethods(ctx, "GET,HEAD")
-        return Reply.json(200, [
-            "couchdb": "Welcome", "version": "3.5.0", "git_sha": "11f0d36", "uuid": .string(serverUUID),
-            "features": ["quickjs", "access-ready", "partitioned", "pluggable-storage-engines", "reshard", "scheduler"],
-            "vendor": ["name": "The Apache Software Foundation"],
-        ])
+        return Reply.json(
+            200,
+            [
+                "couchdb": "Welcome", "version": "3.5.0", "git_sha": "11f0d36", "uuid": .string(serverUUID),
+                "features": [
+                    "quickjs", "access-ready", "partitioned", "pluggable-storage-engines", "reshard", "scheduler",
+                ],
+                "vendor": ["name": "The Apache Software Foundation"],
+            ])
     }
 
     private func serverEndpoint(_ name: String, _ ctx: RequestContext) throws(CouchError) -> ServerResponse {
@@ -43,10 +47,13 @@ extension CouchEngine {
                 count = n
             }
             let list = (0..<count).map { _ in JSON.string(uuids.next()) }
-            return Reply.json(200, ["uuids": .array(list)],
-                              headers: [("ETag", "\"\(Crypto.opaqueToken(list.description))\"")], cache: "no-cache")
+            return Reply.json(
+                200, ["uuids": .array(list)],
+                headers: [("ETag", "\"\(Crypto.opaqueToken(list.description))\"")], cache: "no-cache")
         case "_session":
             return try handleSession(ctx)
+        case "_iam":
+            return try iamToken(ctx)
         case "_all_dbs":
             try requireServerAdmin(ctx.user)
             try requireMethods(ctx, "GET,HEAD")
@@ -150,7 +157,8 @@ extension CouchEngine {
                 try requireServerAdmin(ctx.user)
                 if ctx.request.queryValue("rev") != nil {
                     throw CouchError.badRequest(
-                        "You tried to DELETE a database with a ?=rev parameter. Did you mean to DELETE a document instead?")
+                        "You tried to DELETE a database with a ?=rev parameter. Did you mean to DELETE a document instead?"
+                    )
                 }
                 guard deleteDatabase(name: dbName) else { throw CouchError.dbNotFound }
                 return Reply.json(200, Reply.ok)
@@ -258,7 +266,13 @@ extension CouchEngine {
                 ("db_name", .string(db.name)),
                 ("purge_seq", .string(SequenceToken.encode(db.purgeSeq, db: db.name, purge: true))),
                 ("update_seq", .string(SequenceToken.encode(db.updateSeq, db: db.name))),
-                ("sizes", ["file": .int(Int64(16700 + external * 2)), "external": .int(Int64(external)), "active": .int(Int64(db.docCount == 0 && db.delCount == 0 ? 0 : db.activeSize))]),
+                (
+                    "sizes",
+                    [
+                        "file": .int(Int64(16700 + external * 2)), "external": .int(Int64(external)),
+                        "active": .int(Int64(db.docCount == 0 && db.delCount == 0 ? 0 : db.activeSize)),
+                    ]
+                ),
                 ("props", props),
                 ("doc_del_count", .int(Int64(db.delCount))),
                 ("doc_count", .int(Int64(db.docCount))),
@@ -288,7 +302,9 @@ enum SequenceToken {
         if let n = Int(text), n >= 0 { return n }
         guard let dash = text.firstIndex(of: "-"), let n = Int(text[..<dash]), n >= 0 else { return nil }
         let rest = text[text.index(after: dash)...]
-        guard !rest.isEmpty, rest.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }) else { return nil }
+        guard !rest.isEmpty, rest.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }) else {
+            return nil
+        }
         return n
     }
 }

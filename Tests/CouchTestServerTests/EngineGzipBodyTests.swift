@@ -1,0 +1,118 @@
+import CouchQuery
+import Foundation
+import Testing
+
+@testable import CouchTestServer
+
+/// `Content-Encoding: gzip` request bodies (CouchDB's `maybe_decompress`) and the engine's inflater.
+@Suite struct EngineGzipBodyTests {
+    /// Python's `gzip.compress(level 9)` of a 1800-byte `_bulk_docs` body with 40 documents: dynamic Huffman blocks.
+    static let zlibBulkDocs = """
+        H4sIAAAAAAACA33UTUoEMRiE4asMWc8iX1WS/rmKiAt7QKGxQQcUhrm7SjZTEGrZoVbPm84tbcfrV1qfbunlfUtr2nLO6Zyul5/r39fbZd+P0/fxuW+n/+OPtOb7+WEb4230bcgW4y36FrLleMu+pWzLeFv6tsi2jre1b6ts23jb+rbJdrJmk2xnazbLdrFmy+M2sjULCRdh0ULKBaxaSLqgZQtpF8W6hcSL6i+b1Itm5ULyxeTppF/Mnk4CxuLppCCypYMURFg6SEHA0kEKgv5HlYIolg5SENXSQQqiWTpIQUyeTgpi9nRSEIunk4LMlo5SkOEfOSlIWDpKQdLSUQqyWDpKQVZLRynIZukoBTl5OinI2dNJQS6ebrk/338B/wKeNwgHAAA=
+        """
+    /// A stored (level 0) member of `{"a":1}` followed by an empty member.
+    static let storedThenEmpty = "H4sIAAAAAAAEAwEHAPj/eyJhIjoxfa+sG1YHAAAAH4sIAAAAAAACAwMAAAAAAAAAAAA="
+    /// `{"x":` and `"yz"}` as two concatenated members.
+    static let twoMembers = "H4sIAAAAAAACA6tWqlCyAgAM50d5BQAAAB+LCAAAAAAAAgNTqqxSqgUASMJ0uwUAAAA="
+
+    func data(_ base64: String) -> Data { Data(base64Encoded: base64.replacingOccurrences(of: "\n", with: ""))! }
+
+    @Test func inflatesZlibOutputAllBlockTypesAndMembers() throws {
+        let bulk = try Gzip.decompress(data(Self.zlibBulkDocs))
+        #expect(bulk.count == 1800)
+        let json = try JSON.parse(bulk)
+        #expect(json["docs"]?.arrayValue?.count == 40)
+        #expect(json["docs"]?.arrayValue?.last?["_id"]?.stringValue == "d039")
+        #expect(try Gzip.decompress(data(Self.storedThenEmpty)) == Data(#"{"a":1}"#.utf8))
+        #expect(try Gzip.decompress(data(Self.twoMembers)) == Data(#"{"x":"yz"}"#.utf8))
+    }
+
+    @Test func roundTripsTheEnginesOwnCompressor() throws {
+        let text = Data((0..<3000).map { "line \($0 % 97) of some text\n" }.joined().utf8)
+        #expect(try Gzip.decompress(Gzip.compress(text)) == text)
+        #expect(try Gzip.decompress(Gzip.compress(Data())) == Data())
+        var random = SystemRandomNumberGenerator()
+        let noise = Data((0..<5000).map { _ in UInt8.random(in: 0...255, using: &random) })
+        #expect(try Gzip.decompress(Gzip.compress(noise)) == noise)
+        // Above the compression limit the compressor writes stored blocks.
+        let big = Data(repeating: 0x41, count: Gzip.compressionLimit + 70_000)
+        #expect(try Gzip.decompress(Gzip.compress(big)) == big)
+    }
+
+    @Test func rejectsCorruptAndTruncatedInput() {
+        var good = Gzip.compress(Data("hello hello hello".utf8))
+        #expect(throws: Gzip.InflateError.self) { try Gzip.decompress(Data("not gzip".utf8)) }
+        #expect(throws: Gzip.InflateError.self) { try Gzip.decompress(good.prefix(good.count - 3)) }
+        #expect(throws: Gzip.InflateError.self) { try Gzip.decompress(Data()) }
+        good[good.count - 6] ^= 0xff  // the CRC
+        #expect(throws: Gzip.InflateError.self) { try Gzip.decompress(good) }
+        #expect(throws: Gzip.InflateError.self) {
+            try Gzip.decompress(Gzip.compress(Data(repeating: 1, count: 100)), limit: 50)
+        }
+    }
+
+    @Test func gzippedBulkDocsAndDocumentWrites() throws {
+        let engine = try CouchEngine(options: testOptions())
+        defer { engine.close() }
+        #expect(engine.send("PUT", "/gz").status == 201)
+        let bulk = engine.send(
+            "POST", "/gz/_bulk_docs", body: data(Self.zlibBulkDocs),
+            headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip")])
+        #expect(bulk.status == 201)
+        #expect(bulk.json.arrayValue?.count == 40)
+        #expect(engine.send("GET", "/gz/d007").json["text"]?.stringValue == "hello world 0")
+
+        let doc = Gzip.compress(Data(#"{"kind":"gzipped"}"#.utf8))
+        let put = engine.send(
+            "PUT", "/gz/single", body: doc,
+            headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip")])
+        #expect(put.status == 201)
+        #expect(engine.send("GET", "/gz/single").json["kind"]?.stringValue == "gzipped")
+        let identity = engine.send(
+            "PUT", "/gz/plain", body: Data(#"{"a":1}"#.utf8),
+            headers: [("Content-Type", "application/json"), ("Content-Encoding", "identity")])
+        #expect(identity.status == 201)
+    }
+
+    @Test func badGzipAndUnknownEncodingsGetCouchDBErrors() throws {
+        let engine = try CouchEngine(options: testOptions())
+        defer { engine.close() }
+        #expect(engine.send("PUT", "/gz").status == 201)
+        let bad = engine.send(
+            "POST", "/gz/_bulk_docs", body: Data(#"{"docs":[]}"#.utf8),
+            headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip")])
+        #expect(bad.status == 400)
+        #expect(bad.json["error"]?.stringValue == "bad_request")
+        #expect(bad.json["reason"]?.stringValue == "Request body is not properly gzipped.")
+        let unknown = engine.send(
+            "POST", "/gz", body: Data(#"{"a":1}"#.utf8),
+            headers: [("Content-Type", "application/json"), ("Content-Encoding", "br")])
+        #expect(unknown.status == 415)
+        #expect(unknown.json["error"]?.stringValue == "bad_content_type")
+        #expect(unknown.json["reason"]?.stringValue == "br is not a supported content encoding.")
+    }
+
+    @Test func largeJSONResponsesAreGzippedOnlyWhenEnabledAndAccepted() throws {
+        var options = testOptions()
+        options.gzipJSONResponses = true
+        let engine = try CouchEngine(options: options)
+        defer { engine.close() }
+        #expect(engine.send("PUT", "/gz").status == 201)
+        let docs: [JSON] = (0..<60).map { .object([("_id", .string("doc\($0)")), ("text", "some text to compress")]) }
+        #expect(engine.send("POST", "/gz/_bulk_docs", json: ["docs": .array(docs)]).status == 201)
+        let zipped = engine.send(
+            "GET", "/gz/_all_docs?include_docs=true", headers: [("Accept-Encoding", "gzip, deflate")])
+        #expect(zipped.headers["Content-Encoding"] == "gzip")
+        let rows = try JSON.parse(try Gzip.decompress(zipped.data))["rows"]?.arrayValue
+        #expect(rows?.count == 60)
+        let plain = engine.send("GET", "/gz/_all_docs?include_docs=true")
+        #expect(plain.headers["Content-Encoding"] == nil)
+        #expect(plain.json["rows"]?.arrayValue?.count == 60)
+        let small = engine.send("GET", "/gz/doc1", headers: [("Accept-Encoding", "gzip")])
+        #expect(small.headers["Content-Encoding"] == nil)
+
+        let off = try CouchEngine(options: testOptions())
+        defer { off.close() }
+        #expect(off.send("GET", "/_all_dbs", headers: [("Accept-Encoding", "gzip")]).headers["Content-Encoding"] == nil)
+    }
+}
