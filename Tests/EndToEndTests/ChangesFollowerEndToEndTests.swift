@@ -40,8 +40,10 @@ struct ChangesFollowerEndToEndTests {
         }
     }
 
-    @Test("Listen mode through a server restart, 429s and dropped connections: every change, in order, none skipped")
-    func resilient() async throws {
+    @Test(
+        "Listen mode (long-poll, then continuous) through a server restart, 429s and dropped connections: every change, in order, none skipped",
+        arguments: [false, true])
+    func resilient(continuous: Bool) async throws {
         guard E2EEnvironment.shared.testServer != nil else {
             print("Skipping the resilient follower test: it restarts an embedded TestServer (COUCHDB_URL is set).")
             return
@@ -65,6 +67,8 @@ struct ChangesFollowerEndToEndTests {
 
         var options = ChangesFollower<JSONValue>.Options(mode: .listen, batchSize: 7)
         options.longPollTimeout = 300
+        options.continuous = continuous
+        options.heartbeat = continuous ? 200 : nil
         options.initialBackoff = 0.01
         options.maximumBackoff = 0.1
         let retries = Counter()

@@ -82,7 +82,7 @@ struct MemoryProbe {
                 try? FileManager.default.removeItem(at: source)
                 try? FileManager.default.removeItem(at: target)
             }
-            FileManager.default.createFile(atPath: source.path, contents: nil)
+            #expect(FileManager.default.createFile(atPath: source.path, contents: nil))
             let handle = try FileHandle(forWritingTo: source)
             var block = [UInt64](repeating: 0, count: 1 << 17)
             var generator = SystemRandomNumberGenerator()

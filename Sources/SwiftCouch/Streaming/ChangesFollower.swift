@@ -54,6 +54,9 @@ public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequenc
         /// How often the server sends a keep-alive newline while waiting, in milliseconds.
         /// Defaults to nil (CouchDB then uses `timeout` alone).
         public var heartbeat: Int? = nil
+        /// In ``Mode/listen``, read one long-lived `feed=continuous` response (newline-delimited
+        /// rows, streamed with back-pressure) instead of repeated long-polls. Defaults to false.
+        public var continuous: Bool = false
         /// The first backoff after an error, in seconds. Defaults to 0.1.
         public var initialBackoff: TimeInterval = 0.1
         /// The longest backoff, in seconds. Defaults to 60.
@@ -85,6 +88,10 @@ public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequenc
         var finished = false
         /// Consecutive failed requests, for the backoff.
         var errors = 0
+        /// The open continuous feed, if any.
+        var feed: CouchRowStream<Change<Document>>.Iterator?
+        /// The change handed out last from a continuous feed.
+        var lastHanded: CouchSequence?
     }
 
     private let client: CouchDBClient
@@ -126,6 +133,7 @@ public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequenc
     }
 
     private func next() async throws -> Change<Document>? {
+        if options.continuous, options.mode == .listen { return try await nextContinuous() }
         state.withLock { state in
             // The change handed out before this call has been processed; after the last one of a
             // batch, everything up to the batch's `last_seq` has.
@@ -142,6 +150,60 @@ public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequenc
         }
     }
 
+    /// Continuous mode: one streamed response, reopened from the last sequence when it ends or fails.
+    private func nextContinuous() async throws -> Change<Document>? {
+        state.withLock { state in
+            if let handed = state.lastHanded { state.processed = handed }
+        }
+        while true {
+            try Task.checkCancellation()
+            var feed = state.withLock { state -> CouchRowStream<Change<Document>>.Iterator in
+                if let open = state.feed { return open }
+                var base = ChangesOperation<Document>(
+                    database: database, since: state.since, includeDocs: options.includeDocs, style: options.style,
+                    filter: options.filter)
+                base.heartbeat = options.heartbeat ?? 30_000
+                let stream = client.rows(ContinuousChangesOperation(base), bufferSize: options.batchSize)
+                let iterator = stream.makeAsyncIterator()
+                state.feed = iterator
+                return iterator
+            }
+            do {
+                if let change = try await feed.next() {
+                    state.withLock { state in
+                        state.errors = 0
+                        state.since = change.seq
+                        state.lastHanded = change.seq
+                    }
+                    return change
+                }
+                // The server ended the response (its timeout): reopen from where it stopped.
+                state.withLock { $0.feed = nil }
+            } catch let error as CouchError {
+                state.withLock { $0.feed = nil }
+                try await recover(from: error)
+            }
+        }
+    }
+
+    /// Ends the follow on a terminal error; otherwise waits out a jittered backoff.
+    private func recover(from error: CouchError) async throws {
+        if error.kind == .cancelled { throw error }
+        if let status = error.statusCode, Self.terminalStatuses.contains(status) {
+            state.withLock { $0.finished = true }
+            throw error
+        }
+        if error.kind == .validation || error.kind == .authentication { throw error }
+        let attempt = state.withLock { state -> Int in
+            state.errors += 1
+            return state.errors
+        }
+        let ceiling = Swift.min(options.initialBackoff * pow(2, Double(attempt - 1)), options.maximumBackoff)
+        let delay = Double.random(in: 0...Swift.max(ceiling, 0.001))
+        onRetry?(error, delay)
+        try await Task.sleep(nanoseconds: UInt64(delay * 1_000_000_000))
+    }
+
     private func popBuffered() -> Change<Document>? {
         state.withLock { state in
             guard state.position < state.batch.count else { return nil }
@@ -156,8 +218,12 @@ public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequenc
             database: database, feed: options.mode == .listen ? .longpoll : .normal, since: since,
             limit: options.batchSize, includeDocs: options.includeDocs, style: options.style, filter: options.filter)
         if options.mode == .listen {
-            operation.timeout = options.longPollTimeout
-            operation.heartbeat = options.heartbeat
+            // CouchDB ignores `timeout` when `heartbeat` is set, and refuses both together here.
+            if let heartbeat = options.heartbeat {
+                operation.heartbeat = heartbeat
+            } else {
+                operation.timeout = options.longPollTimeout
+            }
         }
         do {
             let response = try await client.value(operation)
@@ -173,20 +239,44 @@ public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequenc
                 }
             }
         } catch {
-            if error.kind == .cancelled { throw error }
-            if let status = error.statusCode, Self.terminalStatuses.contains(status) {
-                state.withLock { $0.finished = true }
-                throw error
-            }
-            if error.kind == .validation || error.kind == .authentication { throw error }
-            let attempt = state.withLock { state -> Int in
-                state.errors += 1
-                return state.errors
-            }
-            let ceiling = Swift.min(options.initialBackoff * pow(2, Double(attempt - 1)), options.maximumBackoff)
-            let delay = Double.random(in: 0...Swift.max(ceiling, 0.001))
-            onRetry?(error, delay)
-            try await Task.sleep(nanoseconds: UInt64(delay * 1_000_000_000))
+            try await recover(from: error)
         }
+    }
+}
+
+/// `GET /{db}/_changes?feed=continuous` — the changes feed as one long-lived response of
+/// newline-delimited changes, for ``CouchDBClient/rows(_:bufferSize:)`` (which streams it with
+/// back-pressure). Every option of the wrapped ``ChangesOperation`` applies; its `feed` is
+/// replaced by `continuous`. Set `heartbeat` so idle connections stay open, or `timeout` to end.
+public struct ContinuousChangesOperation<Document: Decodable & Sendable>: RowStreamingOperation {
+    public typealias Response = Data
+    public typealias Row = Change<Document>
+
+    /// The feed's options.
+    public var base: ChangesOperation<Document>
+
+    public init(_ base: ChangesOperation<Document>) {
+        var base = base
+        base.feed = .normal
+        self.base = base
+    }
+
+    public func validate() throws(CouchError) { try base.validate() }
+    public mutating func serialise() throws { try base.serialise() }
+    public var endpoint: CouchPath { base.endpoint }
+    public var parameters: [URLQueryItem] {
+        [URLQueryItem(name: "feed", value: "continuous")] + base.parameters.filter { $0.name != "feed" }
+    }
+    public var method: HTTPMethod { base.method }
+    public var data: Data? { base.data }
+    public var contentType: String? { base.contentType }
+    public var isIdempotent: Bool? { true }
+    public var rowsKey: String? { nil }
+    public var isLineDelimited: Bool { true }
+
+    /// Read as a whole (without ``CouchDBClient/rows(_:bufferSize:)``), the body's raw bytes.
+    public func processResponse(data: Data, httpInfo: HTTPInfo) throws -> Data {
+        try throwIfError(data: data, httpInfo: httpInfo)
+        return data
     }
 }

@@ -8,6 +8,58 @@ public protocol RowStreamingOperation: CouchOperation {
     /// The member of the response object whose array holds the rows (`"rows"`, `"results"`,
     /// `"docs"`), or nil when the whole response is the array.
     var rowsKey: String? { get }
+    /// Whether the response is newline-delimited JSON, one row per line (continuous `_changes`),
+    /// instead of one JSON document. Defaults to false.
+    var isLineDelimited: Bool { get }
+}
+
+extension RowStreamingOperation {
+    public var isLineDelimited: Bool { false }
+}
+
+/// How a streamed body is cut into rows: one JSON document with an array of rows, or one row per
+/// line (where a line holding `last_seq` is the feed's closing metadata).
+struct RowFraming: Sendable {
+    private var parser: JSONRowStreamParser?
+    private var lines: NDJSONSplitter?
+    private(set) var lineMetadata: [String: Data] = [:]
+
+    init(rowsKey: String?, lineDelimited: Bool) {
+        if lineDelimited {
+            lines = NDJSONSplitter()
+        } else {
+            parser = JSONRowStreamParser(rowsKey: rowsKey)
+        }
+    }
+
+    var metadata: [String: Data] { parser?.metadata ?? lineMetadata }
+
+    mutating func feed(_ chunk: Data) throws -> [Data] {
+        if parser != nil { return try parser!.feed(chunk) }
+        return separate(lines!.feed(chunk))
+    }
+
+    mutating func finish() throws {
+        if parser != nil { try parser!.finish() }
+        if let last = lines?.finish() { _ = separate([last]) }
+    }
+
+    /// Rows, with the closing `{"last_seq":...}` line moved into the metadata.
+    private mutating func separate(_ found: [Data]) -> [Data] {
+        var rows: [Data] = []
+        for line in found {
+            if line.starts(with: Data(#"{"last_seq""#.utf8)),
+                let object = try? JSONDecoder().decode([String: JSONValue].self, from: line)
+            {
+                for (key, value) in object {
+                    lineMetadata[key] = try? JSONEncoder.couch.encode(value)
+                }
+            } else {
+                rows.append(line)
+            }
+        }
+        return rows
+    }
 }
 
 /// The rows of one streamed response, as an `AsyncSequence`, parsed and decoded one by one as the
@@ -27,12 +79,12 @@ public final class CouchRowStream<Row: Decodable & Sendable>: AsyncSequence, Sen
     private let state: RowStreamState<Row>
 
     init(
-        start: @escaping @Sendable (any StreamReceiver) -> RequestHandle?, rowsKey: String?, bufferSize: Int,
-        decoder: JSONDecoder, preflightError: CouchError?
+        start: @escaping @Sendable (any StreamReceiver) -> RequestHandle?, rowsKey: String?, lineDelimited: Bool,
+        bufferSize: Int, decoder: JSONDecoder, preflightError: CouchError?
     ) {
         state = RowStreamState(
-            start: start, rowsKey: rowsKey, bufferSize: Swift.max(2, bufferSize), decoder: decoder,
-            preflightError: preflightError)
+            start: start, rowsKey: rowsKey, lineDelimited: lineDelimited, bufferSize: Swift.max(2, bufferSize),
+            decoder: decoder, preflightError: preflightError)
     }
 
     /// The response's top-level members other than the rows, as free-form JSON.
@@ -86,18 +138,18 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
     private let bufferSize: Int
     private let decoder: JSONDecoder
     private let preflightError: CouchError?
-    private var parser: JSONRowStreamParser
+    private var parser: RowFraming
     private var errorBody: Data?
 
     init(
-        start: @escaping @Sendable (any StreamReceiver) -> RequestHandle?, rowsKey: String?, bufferSize: Int,
-        decoder: JSONDecoder, preflightError: CouchError?
+        start: @escaping @Sendable (any StreamReceiver) -> RequestHandle?, rowsKey: String?, lineDelimited: Bool,
+        bufferSize: Int, decoder: JSONDecoder, preflightError: CouchError?
     ) {
         self.start = start
         self.bufferSize = bufferSize
         self.decoder = decoder
         self.preflightError = preflightError
-        self.parser = JSONRowStreamParser(rowsKey: rowsKey)
+        self.parser = RowFraming(rowsKey: rowsKey, lineDelimited: lineDelimited)
     }
 
     var metadata: [String: JSONValue] {
@@ -291,14 +343,15 @@ extension CouchDBClient {
             prepared = try PreparedRequest(preparing: &operation, for: session)
         } catch {
             return CouchRowStream(
-                start: { _ in nil }, rowsKey: operation.rowsKey, bufferSize: bufferSize, decoder: JSONDecoder(),
-                preflightError: error)
+                start: { _ in nil }, rowsKey: operation.rowsKey, lineDelimited: operation.isLineDelimited,
+                bufferSize: bufferSize, decoder: JSONDecoder(), preflightError: error)
         }
         let session = self.session
         return CouchRowStream(
             start: { receiver in
                 session.stream(prepared.request, isIdempotent: prepared.isIdempotent, receiver: receiver)
-            }, rowsKey: operation.rowsKey, bufferSize: bufferSize, decoder: JSONDecoder(), preflightError: nil)
+            }, rowsKey: operation.rowsKey, lineDelimited: operation.isLineDelimited, bufferSize: bufferSize,
+            decoder: JSONDecoder(), preflightError: nil)
     }
 }
 
