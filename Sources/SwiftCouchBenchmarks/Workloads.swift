@@ -89,7 +89,7 @@ struct Workload: Sendable {
                         }
                         return perWorker * concurrency
                     }
-                    try? await plain.delete("/\(db)")
+                    _ = try? await plain.delete("/\(db)")
                     return measurement
                 })
         ]
@@ -150,7 +150,7 @@ struct Workload: Sendable {
                     let object = try await plain.get("/\(db)/_all_docs?include_docs=true")
                     return (object["rows"] as? [[String: Any]])?.count ?? 0
                 }
-                try? await plain.delete("/\(db)")
+                _ = try? await plain.delete("/\(db)")
                 return measurement
             })
         return [insert, read]
@@ -211,7 +211,7 @@ struct Workload: Sendable {
                         try await plain.download("/\(db)/blob/data.bin", to: target)
                         return 2
                     }
-                    try? await plain.delete("/\(db)")
+                    _ = try? await plain.delete("/\(db)")
                     return measurement
                 })
         ]
