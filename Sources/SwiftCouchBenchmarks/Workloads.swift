@@ -67,7 +67,7 @@ struct Workload: Sendable {
                         }
                         return perWorker * concurrency
                     }
-                    try? await client.execute(DeleteDatabaseOperation(name: db))
+                    _ = try? await client.execute(DeleteDatabaseOperation(name: db))
                     return measurement
                 },
                 measurePlain: { plain in
@@ -141,7 +141,7 @@ struct Workload: Sendable {
                 let measurement = try await Measure.run {
                     try await LibraryReads.allDocuments(client: client, database: db)
                 }
-                try? await client.execute(DeleteDatabaseOperation(name: db))
+                _ = try? await client.execute(DeleteDatabaseOperation(name: db))
                 return measurement
             },
             measurePlain: { plain in
@@ -198,7 +198,7 @@ struct Workload: Sendable {
                         ).value
                         return result.length == Int64(bytes) ? 2 : 0
                     }
-                    try? await client.execute(DeleteDatabaseOperation(name: db))
+                    _ = try? await client.execute(DeleteDatabaseOperation(name: db))
                     return measurement
                 },
                 measurePlain: { plain in
