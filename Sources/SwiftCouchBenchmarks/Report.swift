@@ -6,13 +6,25 @@ func availableTransports() -> [(String, @Sendable () -> any Transport)] {
     [("URLSession", { URLSessionTransport(maximumConnectionsPerHost: 16) })]
 }
 
-/// The library's own reads, kept in one place so the rows can switch to streaming as it lands.
+/// The library's reads: streamed, row by row.
 enum LibraryReads {
     static func allDocuments(client: CouchDBClient, database: String) async throws -> Int {
         var options = KeyRangeOptions()
         options.includeDocs = true
-        let response = try await client.value(AllDocsOperation<SmallDocument>(database: database, options: options))
-        return response.rows.count
+        var count = 0
+        for try await row in client.rows(AllDocsOperation<SmallDocument>(database: database, options: options)) {
+            if row.doc != nil { count += 1 }
+        }
+        return count
+    }
+
+    /// Follows the whole feed to its end with the changes follower.
+    static func changes(client: CouchDBClient, database: String) async throws -> Int {
+        let follower = ChangesFollower<JSONValue>(
+            client: client, database: database, options: .init(mode: .finite, batchSize: 10_000))
+        var count = 0
+        for try await _ in follower { count += 1 }
+        return count
     }
 }
 

@@ -29,6 +29,7 @@ struct Workload: Sendable {
             putGetPairs(count: sizes.pairsSequential, concurrency: 1),
             putGetPairs(count: sizes.pairsConcurrent, concurrency: 16),
             bulkInsertAndRead(count: sizes.bulkDocuments),
+            followChanges(count: sizes.changes),
             attachmentRoundTrip(bytes: sizes.attachmentBytes),
         ].flatMap { $0 }
     }
@@ -154,6 +155,59 @@ struct Workload: Sendable {
                 return measurement
             })
         return [insert, read]
+    }
+
+    // MARK: Following the changes feed
+
+    static func followChanges(count: Int) -> [Workload] {
+        let batch = 10_000
+        @Sendable func fill(_ write: (Data) async throws -> Void) async throws {
+            for start in stride(from: 0, to: count, by: 2_000) {
+                let docs = (start..<Swift.min(start + 2_000, count)).map { #"{"_id":"c\#($0)","n":\#($0)}"# }
+                try await write(Data(("{\"docs\":[" + docs.joined(separator: ",") + "]}").utf8))
+            }
+        }
+        return [
+            Workload(
+                name: "follow a \(count)-change feed",
+                measureLibrary: { client in
+                    let db = database("changes")
+                    try await client.execute(CreateDatabaseOperation(name: db))
+                    for start in stride(from: 0, to: count, by: 2_000) {
+                        let documents = (start..<Swift.min(start + 2_000, count)).map {
+                            SmallDocument(_id: "c\($0)", n: $0, text: "")
+                        }
+                        _ = try await client.value(BulkDocsOperation(database: db, documents: documents))
+                    }
+                    let measurement = try await Measure.run {
+                        try await LibraryReads.changes(client: client, database: db)
+                    }
+                    _ = try? await client.execute(DeleteDatabaseOperation(name: db))
+                    return measurement
+                },
+                measurePlain: { plain in
+                    let db = database("changes")
+                    _ = try await plain.put("/\(db)", json: "")
+                    try await fill { _ = try await plain.post("/\(db)/_bulk_docs", body: $0) }
+                    let measurement = try await Measure.run {
+                        var seen = 0
+                        var since = "0"
+                        while true {
+                            let page = try await plain.get("/\(db)/_changes?limit=\(batch)&since=\(since)")
+                            let results = page["results"] as? [[String: Any]] ?? []
+                            seen += results.count
+                            since =
+                                (page["last_seq"] as? String).map {
+                                    $0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? $0
+                                } ?? "now"
+                            if results.count < batch { break }
+                        }
+                        return seen
+                    }
+                    _ = try? await plain.delete("/\(db)")
+                    return measurement
+                })
+        ]
     }
 
     // MARK: Attachments
