@@ -61,3 +61,35 @@ struct PagingEndToEndTests {
         }
     }
 }
+
+@Suite("End to end: paging by bookmark")
+struct BookmarkPagingEndToEndTests {
+    @Test("_find pages of 7 by bookmark: every matching document exactly once, as pages, rows and queued operations")
+    func findPages() async throws {
+        try await withDatabase("bookmarks") { client, db in
+            _ = try await client.value(
+                BulkDocsOperation(
+                    database: db, documents: (0..<60).map { Note(_id: String(format: "b%03d", $0), text: "", n: $0) }))
+            let query = FindOperation<Note>(database: db, selector: .field("n").greaterThanOrEqual(10))
+            var seen: [Int] = []
+            var pageCount = 0
+            for try await page in client.pages(query, pageSize: 7) {
+                #expect(page.rows.count <= 7)
+                seen += page.rows.map(\.n)
+                pageCount += 1
+            }
+            #expect(seen.sorted() == Array(10..<60))
+            #expect(Set(seen).count == 50)
+            #expect(pageCount == 8)
+            var rows: [Int] = []
+            for try await note in client.pagedRows(query, pageSize: 20) { rows.append(note.n) }
+            #expect(rows.sorted() == Array(10..<60))
+            let first = try await client.value(BookmarkPageOperation(query, pageSize: 45))
+            let second = try await client.value(BookmarkPageOperation(query, pageSize: 45, bookmark: first.next))
+            #expect(first.rows.count == 45)
+            #expect(second.rows.count == 5)
+            #expect(second.next == nil)
+            #expect(Set(first.rows.map(\.n)).isDisjoint(with: second.rows.map(\.n)))
+        }
+    }
+}
