@@ -15,7 +15,7 @@ let package = Package(
     targets: [
         // HTTP/1.1 wire format (parsing and serialising), shared by the TestServer.
         .target(name: "HTTPWire", path: "Sources/HTTPWire"),
-        .target(name: "SwiftCouch", path: "Sources/SwiftCouch"),
+        .target(name: "SwiftCouch", dependencies: ["HTTPWire"], path: "Sources/SwiftCouch"),
         .target(name: "SwiftCouchTesting", dependencies: ["SwiftCouch"], path: "Sources/SwiftCouchTesting"),
         .executableTarget(
             name: "SwiftCouchDemo", dependencies: ["SwiftCouch", "CouchTestServer"], path: "Sources/SwiftCouchDemo"),

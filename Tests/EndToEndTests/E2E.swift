@@ -39,8 +39,18 @@ final class E2EEnvironment: Sendable {
     func client(_ adjust: (inout Configuration) -> Void = { _ in }) -> CouchDBClient {
         var configuration = Configuration()
         configuration.retryPolicy = RetryPolicy(maximumRetries: 8, initialDelay: 0.02, maximumDelay: 0.5)
+        Self.selectTransport(&configuration)
         adjust(&configuration)
         return CouchDBClient(url: url, credentials: credentials, configuration: configuration)
+    }
+
+    /// Whether the suite runs over ``SocketTransport`` (`SWIFTCOUCH_TRANSPORT=socket`) instead of
+    /// the default URLSession transport.
+    static let usesSocketTransport = ProcessInfo.processInfo.environment["SWIFTCOUCH_TRANSPORT"] == "socket"
+
+    /// Puts a ``SocketTransport`` into `configuration` when `SWIFTCOUCH_TRANSPORT=socket`.
+    static func selectTransport(_ configuration: inout Configuration) {
+        if usesSocketTransport { configuration.transport = SocketTransport() }
     }
 
     /// A database name no other test (or earlier run) uses.
@@ -85,6 +95,7 @@ func withPrivateTestServer(
     var configuration = Configuration()
     configuration.retryPolicy = retryPolicy
     configuration.maximumConcurrentOperations = concurrency
+    E2EEnvironment.selectTransport(&configuration)
     let client = CouchDBClient(
         url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
         configuration: configuration)

@@ -1,0 +1,219 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Thin wrappers around the blocking POSIX socket calls ``SocketTransport`` makes, with every
+/// failure turned into the `URLError` the session understands.
+enum ClientSocket {
+    #if canImport(Darwin)
+        static let streamType = SOCK_STREAM
+        static let sendFlags: Int32 = 0
+    #else
+        static let streamType = Int32(SOCK_STREAM.rawValue)
+        static let sendFlags = Int32(MSG_NOSIGNAL)
+    #endif
+
+    /// An error with `code`, a message naming what failed, and the `errno` text when there is one.
+    static func error(_ code: URLError.Code, _ message: String, errno number: Int32 = 0) -> URLError {
+        var text = message
+        if number != 0 { text += ": " + String(cString: strerror(number)) + " (errno \(number))" }
+        return URLError(code, userInfo: [NSLocalizedDescriptionKey: text])
+    }
+
+    /// Resolves `host` and connects to the first address that answers within `timeout` seconds
+    /// (0: no limit). `register` is called with each new descriptor before connecting, so that a
+    /// cancellation can shut it down; the descriptor returned is blocking, with `TCP_NODELAY`.
+    static func connect(
+        host: String, port: Int, timeout: TimeInterval, register: (Int32) -> Bool
+    ) throws(URLError) -> Int32 {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = streamType
+        #if !canImport(Darwin)
+            hints.ai_flags = AI_NUMERICSERV
+        #endif
+        var list: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, String(port), &hints, &list)
+        guard status == 0, let first = list else {
+            throw error(.cannotFindHost, "Cannot resolve \(host): " + String(cString: gai_strerror(status)))
+        }
+        defer { freeaddrinfo(first) }
+        var lastError = error(.cannotConnectToHost, "Cannot connect to \(host):\(port)")
+        var entry: UnsafeMutablePointer<addrinfo>? = first
+        while let info = entry {
+            entry = info.pointee.ai_next
+            let fd = socket(info.pointee.ai_family, info.pointee.ai_socktype, info.pointee.ai_protocol)
+            guard fd >= 0 else {
+                lastError = error(.cannotConnectToHost, "socket() failed", errno: errno)
+                continue
+            }
+            guard register(fd) else {
+                close(fd)
+                throw error(.cancelled, "The request was cancelled")
+            }
+            do throws(URLError) {
+                try connect(fd, address: info.pointee.ai_addr, length: info.pointee.ai_addrlen, timeout: timeout)
+                configure(fd)
+                return fd
+            } catch {
+                _ = register(-1)
+                close(fd)
+                lastError = error
+                if error.code == .timedOut || error.code == .cancelled { throw error }
+            }
+        }
+        throw lastError
+    }
+
+    /// A non-blocking connect bounded by `timeout`, then back to blocking.
+    private static func connect(
+        _ fd: Int32, address: UnsafeMutablePointer<sockaddr>?, length: socklen_t, timeout: TimeInterval
+    ) throws(URLError) {
+        let flags = fcntl(fd, F_GETFL, 0)
+        _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+        defer { _ = fcntl(fd, F_SETFL, flags) }
+        #if canImport(Darwin)
+            let started = Darwin.connect(fd, address, length)
+        #elseif canImport(Musl)
+            let started = Musl.connect(fd, address, length)
+        #else
+            let started = Glibc.connect(fd, address, length)
+        #endif
+        if started == 0 { return }
+        let code = errno
+        guard code == EINPROGRESS || code == EINTR else {
+            throw error(.cannotConnectToHost, "Cannot connect", errno: code)
+        }
+        var descriptor = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+        let deadline = timeout > 0 ? Date().addingTimeInterval(timeout) : .distantFuture
+        while true {
+            let remaining = deadline.timeIntervalSinceNow
+            guard remaining > 0 else { throw error(.timedOut, "Connecting timed out") }
+            let milliseconds = Int32(min(remaining * 1000, Double(Int32.max - 1)).rounded(.up))
+            let ready = poll(&descriptor, 1, milliseconds)
+            if ready < 0, errno == EINTR { continue }
+            if ready == 0 { continue }
+            break
+        }
+        var failure: Int32 = 0
+        var size = socklen_t(MemoryLayout<Int32>.size)
+        _ = getsockopt(fd, SOL_SOCKET, SO_ERROR, &failure, &size)
+        guard failure == 0 else {
+            // A shut-down socket (a cancellation) reports no useful error of its own.
+            throw error(.cannotConnectToHost, "Cannot connect", errno: failure)
+        }
+    }
+
+    private static func configure(_ fd: Int32) {
+        var one: Int32 = 1
+        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        #if canImport(Darwin)
+            _ = setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+        #endif
+    }
+
+    /// Sets the receive and send timeouts (0: none); each blocked call then fails after that long
+    /// without progress.
+    static func setTimeouts(_ fd: Int32, seconds: TimeInterval) {
+        let clamped = max(0, min(seconds, 86_400 * 365))
+        let whole = clamped.rounded(.down)
+        var value = timeval()
+        value.tv_sec = .init(whole)
+        value.tv_usec = .init((clamped - whole) * 1_000_000)
+        let size = socklen_t(MemoryLayout<timeval>.size)
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &value, size)
+        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &value, size)
+    }
+
+    /// Whether an idle keep-alive connection is still usable: nothing to read and no end of
+    /// stream or error pending. One non-blocking peek.
+    static func isIdleAndOpen(_ fd: Int32) -> Bool {
+        var byte: UInt8 = 0
+        while true {
+            let n = recv(fd, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
+            if n > 0 { return false }  // unsolicited bytes: the stream is out of step
+            if n == 0 { return false }  // the server closed it
+            let code = errno
+            if code == EINTR { continue }
+            return code == EAGAIN || code == EWOULDBLOCK
+        }
+    }
+
+    /// The outcome of a read.
+    enum ReadResult {
+        case bytes(Int)
+        case endOfStream
+        case failed(Int32)
+    }
+
+    static func receive(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> ReadResult {
+        while true {
+            let n = recv(fd, buffer.baseAddress, buffer.count, 0)
+            if n > 0 { return .bytes(n) }
+            if n == 0 { return .endOfStream }
+            let code = errno
+            if code == EINTR { continue }
+            return .failed(code)
+        }
+    }
+
+    /// Writes every byte of `pieces` with `sendmsg` (no `SIGPIPE`), calling `progress` with the
+    /// number of bytes accepted after each call. Returns the `errno` of a failed write, or nil.
+    static func sendAll(_ fd: Int32, _ pieces: [UnsafeRawBufferPointer], progress: (Int) -> Void) -> Int32? {
+        var vectors = pieces.filter { $0.count > 0 }.map {
+            iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count)
+        }
+        var index = 0
+        while index < vectors.count {
+            let written = vectors.withUnsafeMutableBufferPointer { buffer -> Int in
+                var message = msghdr()
+                message.msg_iov = buffer.baseAddress! + index
+                message.msg_iovlen = .init(buffer.count - index)
+                return sendmsg(fd, &message, sendFlags)
+            }
+            if written < 0 {
+                let code = errno
+                if code == EINTR { continue }
+                return code
+            }
+            progress(written)
+            var remaining = written
+            while remaining > 0, index < vectors.count {
+                let length = vectors[index].iov_len
+                if remaining >= length {
+                    remaining -= length
+                    index += 1
+                } else {
+                    vectors[index].iov_base = vectors[index].iov_base! + remaining
+                    vectors[index].iov_len = length - remaining
+                    remaining = 0
+                }
+            }
+        }
+        return nil
+    }
+
+    /// Wakes any thread blocked on `fd` (its reads return end of stream, writes fail).
+    static func shutdownBoth(_ fd: Int32) {
+        _ = shutdown(fd, Int32(SHUT_RDWR))
+    }
+
+    static func close(_ fd: Int32) {
+        #if canImport(Darwin)
+            _ = Darwin.close(fd)
+        #elseif canImport(Musl)
+            _ = Musl.close(fd)
+        #else
+            _ = Glibc.close(fd)
+        #endif
+    }
+}

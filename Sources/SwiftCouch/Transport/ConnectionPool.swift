@@ -1,0 +1,329 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Where connections go: one pool per host and port.
+struct HostKey: Hashable, Sendable, CustomStringConvertible {
+    var host: String
+    var port: Int
+
+    var description: String { RequestHead.hostValue(host: host, port: port) }
+}
+
+/// Where a response goes: whole to a completion handler, or piece by piece to a receiver.
+enum ResponseSink: Sendable {
+    case whole(@Sendable (Result<HTTPResponse, any Error>) -> Void)
+    case stream(any StreamReceiver)
+
+    /// The last call: the whole response (or the error), or the end of a stream.
+    func deliver(_ result: Result<HTTPResponse, any Error>) {
+        switch (self, result) {
+        case (.whole(let completion), _): completion(result)
+        case (.stream(let receiver), .success): receiver.complete(error: nil)
+        case (.stream(let receiver), .failure(let error)): receiver.complete(error: error)
+        }
+    }
+}
+
+/// One request on its way through a ``SocketTransport``: queued, then run by one connection's
+/// thread, then finished. It is also the handle the caller gets back, to cancel, pause or resume.
+///
+/// `@unchecked Sendable`: `phase`, `cancelled` and `paused` are only touched under the pool's lock;
+/// the rest is immutable.
+final class SocketJob: StreamingTask, @unchecked Sendable {
+    enum Phase {
+        case queued
+        case running(SocketConnection)
+        case finished
+    }
+
+    let request: HTTPRequest
+    let key: HostKey
+    let target: String
+    let sink: ResponseSink
+    private let pool: ConnectionPool
+
+    // Guarded by `pool.lock`.
+    var phase = Phase.queued
+    var cancelled = false
+    var paused = false
+
+    init(request: HTTPRequest, key: HostKey, sink: ResponseSink, pool: ConnectionPool) {
+        self.request = request
+        self.key = key
+        self.target = RequestHead.target(of: request.url)
+        self.sink = sink
+        self.pool = pool
+    }
+
+    /// Stops the request: a queued one never starts; a running one has its connection shut down
+    /// (and not reused). The caller gets `URLError(.cancelled)` unless the response was complete.
+    func cancel() { pool.cancel(self) }
+    /// Stops reading the response body from the socket until `resume()`.
+    func pause() { pool.setPaused(self, true) }
+    /// Reads the response body again.
+    func resume() { pool.setPaused(self, false) }
+}
+
+/// The keep-alive pools of one ``SocketTransport``: per host, the connections open, the idle ones
+/// and the requests waiting for one. All of it (and every job's state) is behind one lock.
+///
+/// `@unchecked Sendable`: every mutable property is only touched under `lock`.
+final class ConnectionPool: @unchecked Sendable {
+    struct Options: Sendable {
+        var maximumConnectionsPerHost: Int
+        var connectTimeout: TimeInterval
+        var idleTimeout: TimeInterval
+    }
+
+    private struct Host {
+        /// Connections (threads) alive for this host, busy or idle.
+        var open = 0
+        /// Idle connections, most recently used last.
+        var idle: [SocketConnection] = []
+        /// Requests waiting for a connection, oldest first.
+        var waiting: [SocketJob] = []
+    }
+
+    /// What a connection's thread does after a request.
+    enum Next {
+        /// Runs this request next (it was waiting).
+        case run(SocketJob)
+        /// Waits in the idle list for a request or the idle timeout.
+        case idle
+        /// Ends: the connection was closed and no request is waiting.
+        case exit
+    }
+
+    let options: Options
+    private let lock = NSLock()
+    private var hosts: [HostKey: Host] = [:]
+    private var isShutDown = false
+    private var counters = SocketTransport.Statistics()
+
+    init(options: Options) {
+        self.options = options
+    }
+
+    // MARK: - Callers
+
+    /// Hands `job` to an idle connection, a new one, or the host's queue.
+    func submit(_ job: SocketJob) {
+        lock.lock()
+        if isShutDown {
+            job.phase = .finished
+            lock.unlock()
+            Self.fail(job, ClientSocket.error(.cancelled, "The SocketTransport was shut down"))
+            return
+        }
+        var connection: SocketConnection?
+        var start = false
+        modifyHost(job.key) { host in
+            if let idle = host.idle.popLast() {
+                connection = idle
+            } else if host.open < options.maximumConnectionsPerHost {
+                host.open += 1
+                connection = SocketConnection(key: job.key, pool: self)
+                start = true
+            } else {
+                host.waiting.append(job)
+            }
+        }
+        if let connection {
+            connection.assigned = job
+            job.phase = .running(connection)
+        }
+        lock.unlock()
+        guard let connection else { return }
+        if start {
+            connection.start()
+        } else {
+            connection.wake.signal()
+        }
+    }
+
+    func cancel(_ job: SocketJob) {
+        lock.lock()
+        switch job.phase {
+        case .finished:
+            lock.unlock()
+        case .queued:
+            job.phase = .finished
+            job.cancelled = true
+            modifyHost(job.key) { $0.waiting.removeAll { $0 === job } }
+            lock.unlock()
+            Self.fail(job, ClientSocket.error(.cancelled, "The request was cancelled"))
+        case .running(let connection):
+            job.cancelled = true
+            if connection.fd >= 0 { ClientSocket.shutdownBoth(connection.fd) }
+            lock.unlock()
+            connection.wake.signal()
+        }
+    }
+
+    func setPaused(_ job: SocketJob, _ paused: Bool) {
+        lock.lock()
+        job.paused = paused
+        var connection: SocketConnection?
+        if case .running(let running) = job.phase { connection = running }
+        lock.unlock()
+        if !paused { connection?.wake.signal() }
+    }
+
+    /// Stops taking requests, fails the queued ones, and lets idle connections close. Requests
+    /// running finish; their connections close afterwards.
+    func shutdown() {
+        lock.lock()
+        if isShutDown {
+            lock.unlock()
+            return
+        }
+        isShutDown = true
+        var queued: [SocketJob] = []
+        var idle: [SocketConnection] = []
+        for key in hosts.keys {
+            modifyHost(key) { host in
+                queued += host.waiting
+                host.waiting.removeAll()
+                idle += host.idle
+            }
+        }
+        for job in queued { job.phase = .finished }
+        lock.unlock()
+        for connection in idle { connection.wake.signal() }
+        for job in queued { Self.fail(job, ClientSocket.error(.cancelled, "The SocketTransport was shut down")) }
+    }
+
+    var statistics: SocketTransport.Statistics {
+        lock.lock()
+        defer { lock.unlock() }
+        var result = counters
+        result.openConnections = hosts.values.reduce(0) { $0 + $1.open }
+        result.idleConnections = hosts.values.reduce(0) { $0 + $1.idle.count }
+        result.queuedRequests = hosts.values.reduce(0) { $0 + $1.waiting.count }
+        return result
+    }
+
+    // MARK: - Connection threads
+
+    /// Records the descriptor being connected, so that a cancellation can shut it down. False
+    /// when the job was cancelled already (the caller closes `fd` then).
+    func register(fd: Int32, connection: SocketConnection, job: SocketJob) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        if fd >= 0, job.cancelled { return false }
+        connection.fd = fd
+        return true
+    }
+
+    /// Forgets `connection`'s descriptor and returns it, for the caller to close outside the lock.
+    func detach(_ connection: SocketConnection) -> Int32 {
+        lock.lock()
+        defer { lock.unlock() }
+        let fd = connection.fd
+        connection.fd = -1
+        return fd
+    }
+
+    func isCancelled(_ job: SocketJob) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return job.cancelled
+    }
+
+    /// Blocks the connection's thread while `job` is paused (nothing reads the socket, so the
+    /// server's writes stall: back-pressure). False when the job was cancelled.
+    func waitWhilePaused(_ job: SocketJob, connection: SocketConnection) -> Bool {
+        lock.lock()
+        while job.paused, !job.cancelled {
+            lock.unlock()
+            connection.wake.wait()
+            lock.lock()
+        }
+        let cancelled = job.cancelled
+        lock.unlock()
+        return !cancelled
+    }
+
+    func count(_ counter: WritableKeyPath<SocketTransport.Statistics, Int>) {
+        lock.lock()
+        counters[keyPath: counter] += 1
+        lock.unlock()
+    }
+
+    /// Ends `job` on `connection` and decides what the connection does next. A connection that is
+    /// not `reusable` is detached here (its descriptor is returned in `close`). Returns whether the
+    /// job had been cancelled.
+    func finished(
+        _ job: SocketJob, on connection: SocketConnection, reusable: Bool
+    ) -> (next: Next, cancelled: Bool, close: Int32) {
+        lock.lock()
+        defer { lock.unlock() }
+        job.phase = .finished
+        connection.assigned = nil
+        let keep = reusable && !job.cancelled && !isShutDown && connection.fd >= 0
+        var close: Int32 = -1
+        if !keep {
+            close = connection.fd
+            connection.fd = -1
+        }
+        var next = Next.exit
+        modifyHost(job.key) { host in
+            if !isShutDown, !host.waiting.isEmpty {
+                let waiting = host.waiting.removeFirst()
+                waiting.phase = .running(connection)
+                connection.assigned = waiting
+                next = .run(waiting)
+            } else if keep {
+                connection.idleDeadline = .now() + options.idleTimeout
+                host.idle.append(connection)
+                next = .idle
+            } else {
+                host.open -= 1
+            }
+        }
+        return (next, job.cancelled, close)
+    }
+
+    /// Waits (in the idle list) until a request is assigned, the idle timeout passes or the pool
+    /// shuts down. Nil means the connection left the pool; its descriptor is returned to close.
+    func awaitJob(_ connection: SocketConnection) -> (job: SocketJob?, close: Int32) {
+        while true {
+            lock.lock()
+            if let job = connection.assigned {
+                lock.unlock()
+                return (job, -1)
+            }
+            if isShutDown || DispatchTime.now() >= connection.idleDeadline {
+                modifyHost(connection.key) { host in
+                    host.idle.removeAll { $0 === connection }
+                    host.open -= 1
+                }
+                let fd = connection.fd
+                connection.fd = -1
+                lock.unlock()
+                return (nil, fd)
+            }
+            let deadline = connection.idleDeadline
+            lock.unlock()
+            _ = connection.wake.wait(timeout: deadline)
+        }
+    }
+
+    // MARK: - Helpers
+
+    /// Mutates the host's state in place (call with the lock held).
+    private func modifyHost(_ key: HostKey, _ body: (inout Host) -> Void) {
+        body(&hosts[key, default: Host()])
+        if let host = hosts[key], host.open == 0, host.waiting.isEmpty, host.idle.isEmpty {
+            hosts[key] = nil
+        }
+    }
+
+    /// Fails `job` off the caller's thread (the caller may hold its own locks).
+    static func fail(_ job: SocketJob, _ error: any Error) {
+        DispatchQueue.global().async { job.sink.deliver(.failure(error)) }
+    }
+}

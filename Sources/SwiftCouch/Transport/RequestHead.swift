@@ -1,0 +1,114 @@
+import Foundation
+import HTTPWire
+
+/// How a request body is delimited on the wire.
+enum RequestBodyFraming: Equatable, Sendable {
+    /// No body and no `Content-Length` (GET, HEAD, DELETE without a body).
+    case none
+    /// `Content-Length: n` and exactly `n` bytes.
+    case contentLength(Int64)
+    /// `Transfer-Encoding: chunked` (a streamed body of unknown length).
+    case chunked
+
+    /// The framing of `request`'s body: its length when known (a `Data` body, a file, a stream
+    /// with a declared length), chunked for a stream of unknown (negative) length, and
+    /// `Content-Length: 0` for a `POST`, `PUT` or `PATCH` without a body.
+    static func of(_ request: HTTPRequest) -> RequestBodyFraming {
+        if let streamed = request.streamedBody {
+            return streamed.length >= 0 ? .contentLength(streamed.length) : .chunked
+        }
+        if let body = request.body { return .contentLength(Int64(body.count)) }
+        switch request.method.rawValue {
+        case "POST", "PUT", "PATCH": return .contentLength(0)
+        default: return .none
+        }
+    }
+}
+
+/// Builds the bytes of an HTTP/1.1 request head in one buffer (one write), from the request's own
+/// fields plus `Host`, the body framing and `Accept-Encoding`.
+enum RequestHead {
+    /// The origin-form target of `url` (`/db/doc?rev=1-a`), still percent-encoded, without the
+    /// fragment; `/` when the URL has no path.
+    static func target(of url: URL) -> String {
+        let string = url.absoluteString
+        guard let schemeEnd = string.range(of: "://") else { return "/" }
+        let rest = string[schemeEnd.upperBound...]
+        guard let start = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) else { return "/" }
+        var target = rest[start...]
+        if let hash = target.firstIndex(of: "#") { target = target[..<hash] }
+        if target.isEmpty { return "/" }
+        if target.first == "?" { return "/" + target }
+        return String(target)
+    }
+
+    /// The `Host` value for `host` and `port`: the port is left out when it is 80, and an IPv6
+    /// literal is bracketed.
+    static func hostValue(host: String, port: Int) -> String {
+        let name = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        return port == 80 ? name : "\(name):\(port)"
+    }
+
+    /// Fields the transport writes itself; the request's own copies are left out.
+    private static func isFramingField(_ name: String) -> Bool {
+        let lower = name.lowercased()
+        return lower == "content-length" || lower == "transfer-encoding"
+    }
+
+    /// Whether `request` names its own `Accept-Encoding` (the transport then adds none and decodes
+    /// nothing).
+    static func namesAcceptEncoding(_ request: HTTPRequest) -> Bool {
+        request.headers.pairs.contains { $0.name.caseInsensitiveEquals("Accept-Encoding") }
+    }
+
+    /// The head as bytes: request line, `Host` (unless the request names one), the request's
+    /// fields in order, the framing field, `Accept-Encoding` (unless the request names one) and
+    /// the empty line. CR, LF and NUL inside a name or value become spaces, so that no value can
+    /// start a field of its own.
+    static func bytes(
+        for request: HTTPRequest, target: String, host: String, framing: RequestBodyFraming,
+        acceptEncoding: String
+    ) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256 + target.utf8.count + request.headers.pairs.count * 48)
+        append(request.method.rawValue, to: &out)
+        out.append(0x20)
+        append(target, to: &out)
+        out.append(contentsOf: " HTTP/1.1\r\n".utf8)
+        var hasHost = false
+        var hasAcceptEncoding = false
+        for field in request.headers {
+            if isFramingField(field.name) { continue }
+            if field.name.caseInsensitiveEquals("Host") { hasHost = true }
+            if field.name.caseInsensitiveEquals("Accept-Encoding") { hasAcceptEncoding = true }
+        }
+        if !hasHost { appendField("Host", host, to: &out) }
+        for field in request.headers where !isFramingField(field.name) {
+            appendField(field.name, field.value, to: &out)
+        }
+        switch framing {
+        case .none: break
+        case .contentLength(let length): appendField("Content-Length", String(length), to: &out)
+        case .chunked: appendField("Transfer-Encoding", "chunked", to: &out)
+        }
+        if !hasAcceptEncoding { appendField("Accept-Encoding", acceptEncoding, to: &out) }
+        out.append(0x0D)
+        out.append(0x0A)
+        return out
+    }
+
+    private static func appendField(_ name: String, _ value: String, to out: inout [UInt8]) {
+        append(name, to: &out)
+        out.append(0x3A)
+        out.append(0x20)
+        append(value, to: &out)
+        out.append(0x0D)
+        out.append(0x0A)
+    }
+
+    private static func append(_ text: String, to out: inout [UInt8]) {
+        for byte in text.utf8 {
+            out.append(byte == 0x0D || byte == 0x0A || byte == 0 ? 0x20 : byte)
+        }
+    }
+}

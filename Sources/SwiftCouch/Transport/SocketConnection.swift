@@ -1,0 +1,431 @@
+import Foundation
+import HTTPWire
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// One keep-alive connection and the thread that runs its requests, one at a time, with blocking
+/// socket calls: write the request, read the response into a reusable buffer, parse it
+/// incrementally with HTTPWire, deliver it — then take the next waiting request or wait idle.
+///
+/// `@unchecked Sendable`: `fd`, `assigned` and `idleDeadline` are only changed under the pool's
+/// lock (the connection's own thread also reads `fd` without it, as only that thread sets it); the
+/// decoder and buffers are touched only by the connection's thread.
+final class SocketConnection: @unchecked Sendable {
+    let key: HostKey
+    private let pool: ConnectionPool
+    private let hostValue: String
+    /// Signalled when a request is assigned to the idle connection, or a paused one resumes.
+    let wake = DispatchSemaphore(value: 0)
+
+    // Guarded by the pool's lock.
+    var fd: Int32 = -1
+    var assigned: SocketJob?
+    var idleDeadline = DispatchTime.now()
+
+    // Owned by the connection's thread.
+    private var decoder = HTTPResponseDecoder()
+    private var timeoutInForce: TimeInterval = -1
+    private static let readBufferSize = 128 * 1024
+    private static let uploadPieceSize = 64 * 1024
+
+    init(key: HostKey, pool: ConnectionPool) {
+        self.key = key
+        self.pool = pool
+        self.hostValue = RequestHead.hostValue(host: key.host, port: key.port)
+    }
+
+    /// Starts the connection's thread with the request already assigned.
+    func start() {
+        let thread = Thread { [self] in run() }
+        thread.name = "SwiftCouch.SocketTransport \(key)"
+        thread.start()
+    }
+
+    private func run() {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.readBufferSize, alignment: 16)
+        defer { buffer.deallocate() }
+        var next = pool.awaitJob(self).job
+        while let job = next {
+            next = nil
+            let (result, reusable) = perform(job, buffer: buffer)
+            let after = pool.finished(job, on: self, reusable: reusable)
+            if after.close >= 0 { ClientSocket.close(after.close) }
+            switch result {
+            case .failure where after.cancelled:
+                job.sink.deliver(.failure(ClientSocket.error(.cancelled, "The request was cancelled")))
+            default:
+                job.sink.deliver(result)
+            }
+            switch after.next {
+            case .run(let waiting):
+                next = waiting
+            case .idle:
+                let waited = pool.awaitJob(self)
+                if waited.close >= 0 { ClientSocket.close(waited.close) }
+                next = waited.job
+            case .exit:
+                next = nil
+            }
+        }
+        let fd = pool.detach(self)
+        if fd >= 0 { ClientSocket.close(fd) }
+    }
+
+    private func closeSocket() {
+        let fd = pool.detach(self)
+        if fd >= 0 { ClientSocket.close(fd) }
+    }
+
+    // MARK: - One request
+
+    /// What went wrong in one attempt, and whether the request may be sent again on a fresh
+    /// connection.
+    private struct Failure: Error {
+        var error: any Error
+        /// Nothing of the request reached the socket: any method may be resent.
+        var nothingSent = false
+        /// Nothing of the response arrived (the head was not delivered).
+        var nothingReceived = false
+    }
+
+    /// Runs `job`: at most two attempts, the second only on a fresh connection after a kept-alive
+    /// one failed in a way that proves (or, for GET and HEAD, makes it harmless) that the server
+    /// did not act on the first. Returns the result and whether the connection can be reused.
+    private func perform(
+        _ job: SocketJob, buffer: UnsafeMutableRawBufferPointer
+    ) -> (Result<HTTPResponse, any Error>, Bool) {
+        let request = job.request
+        let framing = RequestBodyFraming.of(request)
+        let head = RequestHead.bytes(
+            for: request, target: job.target, host: hostValue, framing: framing,
+            acceptEncoding: SocketTransport.acceptEncoding)
+        var body = BodySource(request: request)
+        var attempt = 0
+        while true {
+            attempt += 1
+            if pool.isCancelled(job) {
+                return (.failure(ClientSocket.error(.cancelled, "The request was cancelled")), fd >= 0)
+            }
+            var reused = false
+            if fd >= 0 {
+                if ClientSocket.isIdleAndOpen(fd) {
+                    reused = true
+                    pool.count(\.reusedConnections)
+                } else {
+                    closeSocket()
+                    pool.count(\.staleConnectionsDiscarded)
+                }
+            }
+            if fd < 0 {
+                do throws(URLError) {
+                    let timeout = min(
+                        pool.options.connectTimeout, request.timeout > 0 ? request.timeout : .greatestFiniteMagnitude)
+                    _ = try ClientSocket.connect(host: key.host, port: key.port, timeout: timeout) { fd in
+                        pool.register(fd: fd, connection: self, job: job)
+                    }
+                } catch {
+                    closeSocket()
+                    return (
+                        .failure(
+                            pool.isCancelled(job) ? ClientSocket.error(.cancelled, "The request was cancelled") : error),
+                        false
+                    )
+                }
+                pool.count(\.connectionsOpened)
+                decoder = HTTPResponseDecoder()
+                timeoutInForce = -1
+            }
+            if timeoutInForce != request.timeout {
+                ClientSocket.setTimeouts(fd, seconds: request.timeout)
+                timeoutInForce = request.timeout
+            }
+            pool.count(\.requestsSent)
+            do throws(Failure) {
+                let response = try exchange(job, head: head, framing: framing, body: &body, buffer: buffer)
+                return (.success(response.response), response.reusable)
+            } catch {
+                closeSocket()
+                let cancelled = pool.isCancelled(job)
+                if cancelled { return (.failure(ClientSocket.error(.cancelled, "The request was cancelled")), false) }
+                let safeMethod = request.method == .get || request.method == .head
+                let resend = reused && attempt == 1 && body.canResend
+                if resend, error.nothingSent || (safeMethod && error.nothingReceived) {
+                    pool.count(\.staleRetries)
+                    continue
+                }
+                return (.failure(error.error), false)
+            }
+        }
+    }
+
+    /// Writes the request and reads the response on the open socket.
+    private func exchange(
+        _ job: SocketJob, head: [UInt8], framing: RequestBodyFraming, body: inout BodySource,
+        buffer: UnsafeMutableRawBufferPointer
+    ) throws(Failure) -> (response: HTTPResponse, reusable: Bool) {
+        decoder.expectResponse(to: job.request.method.rawValue)
+        var writeFailure: Failure?
+        do throws(Failure) {
+            try write(job, head: head, framing: framing, body: &body)
+        } catch {
+            if !(error.error is URLError) || (error.error as? URLError)?.code == .timedOut { throw error }
+            // The server may have answered early (a 413, a 401) and closed: read what it sent.
+            writeFailure = error
+        }
+        do throws(Failure) {
+            let (response, reusable) = try read(job, buffer: buffer)
+            return (response, reusable && writeFailure == nil)
+        } catch {
+            if let writeFailure { throw writeFailure }
+            throw error
+        }
+    }
+
+    // MARK: - Writing
+
+    private func write(
+        _ job: SocketJob, head: [UInt8], framing: RequestBodyFraming, body: inout BodySource
+    ) throws(Failure) {
+        var receiver: (any StreamReceiver)?
+        if case .stream(let streamReceiver) = job.sink { receiver = streamReceiver }
+        var accepted = 0
+        let failed: Int32?
+        if let data = job.request.body, job.request.streamedBody == nil {
+            let headCount = head.count
+            failed = head.withUnsafeBytes { headBytes in
+                data.withUnsafeBytes { bodyBytes in
+                    ClientSocket.sendAll(fd, [headBytes, bodyBytes]) { accepted += $0 }
+                }
+            }
+            if failed == nil, let receiver, !data.isEmpty {
+                receiver.sent(bytes: Int64(max(0, accepted - headCount)), of: Int64(data.count))
+            }
+        } else {
+            failed = head.withUnsafeBytes { ClientSocket.sendAll(fd, [$0]) { accepted += $0 } }
+        }
+        if let failed { throw writeError(failed, nothingSent: accepted == 0) }
+        guard job.request.streamedBody != nil else { return }
+        try writeStreamedBody(job, framing: framing, body: &body, receiver: receiver)
+    }
+
+    private func writeStreamedBody(
+        _ job: SocketJob, framing: RequestBodyFraming, body: inout BodySource, receiver: (any StreamReceiver)?
+    ) throws(Failure) {
+        guard let stream = body.open() else {
+            throw Failure(
+                error: CouchError(
+                    kind: .transport,
+                    message: "The request body is an InputStream that was already read; it cannot be sent again.",
+                    method: job.request.method.rawValue, path: job.request.path))
+        }
+        defer { stream.close() }
+        let declared: Int64? = if case .contentLength(let length) = framing { length } else { nil }
+        let piece = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.uploadPieceSize, alignment: 16)
+        defer { piece.deallocate() }
+        var sent: Int64 = 0
+        while true {
+            var limit = piece.count
+            if let declared { limit = Int(min(Int64(limit), declared - sent)) }
+            var count = 0
+            if limit > 0 {
+                count = stream.read(piece.baseAddress!.assumingMemoryBound(to: UInt8.self), maxLength: limit)
+            }
+            if count < 0 {
+                let reason = stream.streamError.map { "\($0)" } ?? "unknown error"
+                throw Failure(
+                    error: CouchError(
+                        kind: .transport, message: "Reading the request body failed: \(reason)",
+                        method: job.request.method.rawValue, path: job.request.path))
+            }
+            if count == 0 {
+                if let declared, sent < declared {
+                    throw Failure(
+                        error: CouchError(
+                            kind: .transport,
+                            message: "The request body ended after \(sent) of its declared \(declared) bytes.",
+                            method: job.request.method.rawValue, path: job.request.path))
+                }
+                if declared == nil {
+                    let last: [UInt8] = Array("0\r\n\r\n".utf8)
+                    if let failed = last.withUnsafeBytes({ ClientSocket.sendAll(fd, [$0]) { _ in } }) {
+                        throw writeError(failed, nothingSent: false)
+                    }
+                }
+                return
+            }
+            let data = UnsafeRawBufferPointer(rebasing: piece[0..<count])
+            let failed: Int32?
+            if declared == nil {
+                let size = Array((String(count, radix: 16) + "\r\n").utf8)
+                let crlf: [UInt8] = [0x0D, 0x0A]
+                failed = size.withUnsafeBytes { sizeBytes in
+                    crlf.withUnsafeBytes { ClientSocket.sendAll(fd, [sizeBytes, data, $0]) { _ in } }
+                }
+            } else {
+                failed = ClientSocket.sendAll(fd, [data]) { _ in }
+            }
+            if let failed { throw writeError(failed, nothingSent: false) }
+            sent += Int64(count)
+            receiver?.sent(bytes: sent, of: declared)
+        }
+    }
+
+    private func writeError(_ code: Int32, nothingSent: Bool) -> Failure {
+        if code == EAGAIN || code == EWOULDBLOCK {
+            return Failure(error: ClientSocket.error(.timedOut, "Sending the request timed out"))
+        }
+        return Failure(
+            error: ClientSocket.error(.networkConnectionLost, "The connection was lost while sending", errno: code),
+            nothingSent: nothingSent, nothingReceived: true)
+    }
+
+    // MARK: - Reading
+
+    private func read(
+        _ job: SocketJob, buffer: UnsafeMutableRawBufferPointer
+    ) throws(Failure) -> (HTTPResponse, Bool) {
+        var receiver: (any StreamReceiver)?
+        if case .stream(let streamReceiver) = job.sink { receiver = streamReceiver }
+        let decodes = !RequestHead.namesAcceptEncoding(job.request)
+        var inflater: GzipInflater?
+        var compressedBytes = 0
+        var received = 0
+        var finalHead: HTTPResponseHead?
+        var finalFields = HTTPFields()
+        var interim = false
+        var body = Data()
+        var endOfStream = false
+        while true {
+            do {
+                while let part = try decoder.next() {
+                    switch part {
+                    case .head(let head):
+                        if head.isInformational {
+                            interim = true
+                            continue
+                        }
+                        finalHead = head
+                        finalFields = Self.fields(head)
+                        inflater = nil
+                        if decodes, decoder.currentFraming != .none, let encoding = head.headers["Content-Encoding"],
+                            let gzip = GzipInflater(contentEncoding: encoding)
+                        {
+                            inflater = gzip
+                            finalFields["Content-Encoding"] = nil
+                            finalFields["Content-Length"] = nil
+                        }
+                        if let receiver {
+                            receiver.receive(head: HTTPResponse(statusCode: head.status, headers: finalFields))
+                        } else if case .contentLength(let length) = decoder.currentFraming {
+                            body.reserveCapacity(min(length, 64 << 20))
+                        }
+                    case .body(let wireData):
+                        if interim { continue }
+                        var data = wireData
+                        if inflater != nil {
+                            compressedBytes += wireData.count
+                            data = try inflater!.feed(wireData)
+                            if data.isEmpty { continue }
+                        }
+                        guard let receiver else {
+                            body.append(data)
+                            continue
+                        }
+                        receiver.receive(chunk: data)
+                        if !pool.waitWhilePaused(job, connection: self) {
+                            throw Failure(error: ClientSocket.error(.cancelled, "The request was cancelled"))
+                        }
+                    case .end:
+                        if interim {
+                            interim = false
+                            continue
+                        }
+                        guard let head = finalHead else { continue }
+                        if inflater != nil, compressedBytes > 0 { try inflater!.finish() }
+                        let reusable =
+                            head.keepAlive && !endOfStream && decoder.currentFraming != .untilClose
+                            && decoder.bufferedByteCount == 0
+                            && !(job.request.headers["Connection"]?.lowercased().contains("close") ?? false)
+                        let response = HTTPResponse(statusCode: head.status, headers: finalFields, body: body)
+                        return (response, reusable)
+                    }
+                }
+            } catch let failure as Failure {
+                throw failure
+            } catch HTTPWireError.unexpectedEndOfStream {
+                throw Failure(
+                    error: ClientSocket.error(
+                        .networkConnectionLost, "The connection closed in the middle of the response"),
+                    nothingReceived: finalHead == nil && received == 0)
+            } catch let error as GzipError {
+                throw Failure(
+                    error: ClientSocket.error(.cannotDecodeContentData, "The response body does not decode: \(error)"))
+            } catch {
+                throw Failure(
+                    error: ClientSocket.error(.badServerResponse, "The server's response is not valid HTTP: \(error)"))
+            }
+            if endOfStream {
+                throw Failure(
+                    error: ClientSocket.error(
+                        .networkConnectionLost,
+                        received == 0
+                            ? "The server closed the connection without answering"
+                            : "The connection closed in the middle of the response"),
+                    nothingReceived: received == 0)
+            }
+            switch ClientSocket.receive(fd, into: buffer) {
+            case .bytes(let count):
+                received += count
+                decoder.feed(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+            case .endOfStream:
+                endOfStream = true
+                decoder.finish()
+            case .failed(let code):
+                if code == EAGAIN || code == EWOULDBLOCK {
+                    throw Failure(error: ClientSocket.error(.timedOut, "The request timed out"))
+                }
+                throw Failure(
+                    error: ClientSocket.error(.networkConnectionLost, "Reading the response failed", errno: code),
+                    nothingReceived: received == 0)
+            }
+        }
+    }
+
+    static func fields(_ head: HTTPResponseHead) -> HTTPFields {
+        var fields = HTTPFields()
+        for field in head.headers { fields.append(field.name, field.value) }
+        return fields
+    }
+}
+
+/// The request body as the connection writes it: a file is reopened for every attempt, a
+/// one-shot `InputStream` is taken once.
+struct BodySource {
+    private let streamed: StreamedBody?
+    private var taken = false
+
+    init(request: HTTPRequest) {
+        streamed = request.streamedBody
+    }
+
+    /// Whether the body can be written (again) from its start.
+    var canResend: Bool { streamed == nil || streamed?.isRepeatable == true || !taken }
+
+    /// An open stream at the start of the body, or nil when a one-shot stream was taken already.
+    mutating func open() -> InputStream? {
+        guard let streamed, streamed.isRepeatable || !taken else { return nil }
+        taken = true
+        guard let stream = streamed.makeInputStream() else { return nil }
+        stream.open()
+        return stream
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// A ``Transport`` that speaks HTTP/1.1 over plain POSIX sockets, with a keep-alive connection
+/// pool and no dependency beyond Foundation — for `http` servers only: CouchDB on loopback, in a
+/// cluster network, or behind a proxy that terminates TLS. For `https`, use
+/// ``URLSessionTransport`` (the default).
+///
+/// ```swift
+/// var configuration = Configuration()
+/// configuration.transport = SocketTransport()
+/// let client = CouchDBClient(url: URL(string: "http://127.0.0.1:5984")!, credentials: credentials,
+///                            configuration: configuration)
+/// ```
+///
+/// It exists because it costs far less CPU per request than `URLSession` on Linux.
+///
+/// **Connections.** Per host and port, at most `maximumConnectionsPerHost` connections; more
+/// requests wait in a queue (no thread blocks for them) and take the first connection that frees
+/// up. Each connection has one thread of its own that runs its requests one after another with
+/// blocking socket calls; the response is parsed as it is read and delivered from that thread. An
+/// idle connection is kept for `idleTimeout` seconds, then closed. A connection is never reused
+/// after `Connection: close`, a body delimited by closing, a protocol error, an incomplete body, a
+/// timeout or a cancellation.
+///
+/// **Stale connections.** A server may close a kept-alive connection while it is idle. Before a
+/// pooled connection is used it is checked with one non-blocking peek; a closed one is discarded
+/// and the request goes out on a fresh connection, with nothing sent. If the server closes it in
+/// the moment between that check and the request, the request is sent again once on a fresh
+/// connection when that is known to be safe:
+/// - for any method, when the write failed before a single byte of the request was accepted by
+///   the socket — the server cannot have read any of it;
+/// - for `GET` and `HEAD` only, when the request was written but the connection closed before a
+///   single byte of the response arrived. The server may have read the request; only a safe
+///   method can be repeated without asking (RFC 9110 §9.2.2). For other methods the error goes to
+///   the session (`URLError(.networkConnectionLost)`), whose ``RetryPolicy`` knows whether the
+///   operation is idempotent.
+/// A one-shot `InputStream` body is resent only when none of it was read.
+///
+/// **Errors** are `URLError`s with the codes the session understands: `.cannotConnectToHost`,
+/// `.cannotFindHost`, `.networkConnectionLost`, `.timedOut`, `.badServerResponse`, `.cancelled`
+/// (and `.cannotDecodeContentData` for a compressed body that does not decode).
+///
+/// **Timeouts.** `HTTPRequest.timeout` bounds each wait for the socket (connecting, every write
+/// and every read), as `URLRequest.timeoutInterval` does: a response that keeps arriving is not
+/// cut off. Time spent waiting in the queue for a connection is not counted.
+///
+/// **Bodies.** A `Data` body is written with the head in one `sendmsg`. A ``StreamedBody`` is read
+/// in 64 KiB pieces and sent with `Content-Length` (its length is known), or chunked when its
+/// length is negative; upload progress goes to ``StreamReceiver/sent(bytes:of:)``.
+///
+/// **Compression.** Unless the request names an `Accept-Encoding` of its own, the transport asks
+/// for `gzip, deflate` and decodes a `Content-Encoding: gzip` (or `deflate`) body as it arrives,
+/// with SwiftCouch's own inflater; the caller sees the decoded bytes and a head without
+/// `Content-Encoding` and `Content-Length`, as if the server had sent them plain. A request that
+/// names its own `Accept-Encoding` gets the body exactly as sent.
+///
+/// **Streaming.** ``stream(_:receiver:)`` delivers the head and then each piece of the body as it
+/// is read. `pause()` stops reading the socket (the server's sends stall once the socket buffers
+/// fill: real back-pressure); `resume()` reads again; `cancel()` closes the connection.
+public final class SocketTransport: Transport {
+    /// Counters for monitoring and tests.
+    public struct Statistics: Sendable, Equatable {
+        /// Connections opened so far.
+        public var connectionsOpened = 0
+        /// Requests written so far (a request sent again on a fresh connection counts twice).
+        public var requestsSent = 0
+        /// Requests sent on a connection kept alive from an earlier request.
+        public var reusedConnections = 0
+        /// Pooled connections found closed by the server when they were about to be used.
+        public var staleConnectionsDiscarded = 0
+        /// Requests sent again on a fresh connection after a kept-alive one failed under them.
+        public var staleRetries = 0
+        /// Connections open now, busy or idle.
+        public var openConnections = 0
+        /// Connections idle in the pool now.
+        public var idleConnections = 0
+        /// Requests waiting for a connection now.
+        public var queuedRequests = 0
+
+        public init() {}
+    }
+
+    /// The `Accept-Encoding` sent when a request does not name one (the transport then decodes
+    /// what comes back).
+    static let acceptEncoding = "gzip, deflate"
+
+    private let pool: ConnectionPool
+
+    /// Creates a transport.
+    /// - Parameters:
+    ///   - maximumConnectionsPerHost: how many connections to open to one host and port; more
+    ///     requests wait for one. Defaults to 6.
+    ///   - connectTimeout: how long connecting may take, in seconds (also bounded by the request's
+    ///     timeout). Defaults to 10.
+    ///   - idleTimeout: how long an idle connection is kept for reuse, in seconds. Defaults to 30.
+    public init(maximumConnectionsPerHost: Int = 6, connectTimeout: TimeInterval = 10, idleTimeout: TimeInterval = 30) {
+        pool = ConnectionPool(
+            options: ConnectionPool.Options(
+                maximumConnectionsPerHost: max(1, maximumConnectionsPerHost), connectTimeout: connectTimeout,
+                idleTimeout: max(0, idleTimeout)))
+    }
+
+    deinit {
+        pool.shutdown()
+    }
+
+    /// The counters so far, and the connections and queue now.
+    public var statistics: Statistics { pool.statistics }
+
+    @discardableResult
+    public func send(
+        _ request: HTTPRequest, completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void
+    ) -> any Cancellable {
+        start(request, sink: .whole(completion))
+    }
+
+    public func stream(_ request: HTTPRequest, receiver: any StreamReceiver) -> any StreamingTask {
+        start(request, sink: .stream(receiver))
+    }
+
+    /// Stops taking requests (new ones fail with `URLError(.cancelled)`), fails those waiting for
+    /// a connection, and closes idle connections. Requests already running finish first.
+    public func shutdown() {
+        pool.shutdown()
+    }
+
+    private func start(_ request: HTTPRequest, sink: ResponseSink) -> SocketJob {
+        let key: HostKey
+        do throws(CouchError) {
+            key = try Self.hostKey(for: request)
+        } catch {
+            let job = SocketJob(request: request, key: HostKey(host: "", port: 0), sink: sink, pool: pool)
+            job.phase = .finished
+            ConnectionPool.fail(job, error)
+            return job
+        }
+        let job = SocketJob(request: request, key: key, sink: sink, pool: pool)
+        pool.submit(job)
+        return job
+    }
+
+    /// Where `request` goes; an error that says what to do for anything but `http`.
+    static func hostKey(for request: HTTPRequest) throws(CouchError) -> HostKey {
+        let url = request.url
+        let scheme = url.scheme?.lowercased() ?? ""
+        guard scheme == "http" else {
+            let message =
+                scheme == "https"
+                ? "SocketTransport speaks plain HTTP only and cannot connect to an https URL (\(url.host ?? "")). "
+                    + "Use URLSessionTransport (the default transport) for https, or reach the server over http "
+                    + "through a TLS-terminating proxy."
+                : "SocketTransport supports only http URLs, not '\(scheme)'."
+            throw CouchError(
+                kind: .transport, message: message, method: request.method.rawValue, path: request.path)
+        }
+        var host = url.host ?? ""
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty else {
+            throw CouchError(
+                kind: .transport, message: "The URL names no host.", method: request.method.rawValue,
+                path: request.path)
+        }
+        return HostKey(host: host, port: url.port ?? 80)
+    }
+}
