@@ -2,8 +2,14 @@ import Foundation
 import SwiftCouch
 
 /// The transports the library rows run with.
-func availableTransports() -> [(String, @Sendable () -> any Transport)] {
-    [("URLSession", { URLSessionTransport(maximumConnectionsPerHost: 16) })]
+func availableTransports(for url: URL) -> [(String, @Sendable () -> any Transport)] {
+    var transports: [(String, @Sendable () -> any Transport)] = [
+        ("URLSession", { URLSessionTransport(maximumConnectionsPerHost: 16) })
+    ]
+    if url.scheme == "http" {
+        transports.append(("sockets", { SocketTransport(maximumConnectionsPerHost: 16) }))
+    }
+    return transports
 }
 
 /// The library's reads: streamed, row by row.

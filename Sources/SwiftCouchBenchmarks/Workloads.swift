@@ -142,7 +142,7 @@ struct Workload: Sendable {
                 let measurement = try await Measure.run {
                     try await LibraryReads.allDocuments(client: client, database: db)
                 }
-                _ = try? await client.execute(DeleteDatabaseOperation(name: db))
+                // Kept for the other transports' reads; the baseline row deletes it.
                 return measurement
             },
             measurePlain: { plain in
@@ -151,7 +151,9 @@ struct Workload: Sendable {
                     let object = try await plain.get("/\(db)/_all_docs?include_docs=true")
                     return (object["rows"] as? [[String: Any]])?.count ?? 0
                 }
-                _ = try? await plain.delete("/\(db)")
+                for name in [db] + shared.allLibrary {
+                    _ = try? await plain.delete("/\(name)")
+                }
                 return measurement
             })
         return [insert, read]
@@ -293,7 +295,16 @@ final class SharedDatabases: @unchecked Sendable {
     private var libraryName: String?
     private var plainName: String?
 
-    func set(library: String) { lock.withLock { libraryName = library } }
+    private var libraryNames: [String] = []
+
+    func set(library: String) {
+        lock.withLock {
+            libraryName = library
+            libraryNames.append(library)
+        }
+    }
+    /// Every database the library rows made.
+    var allLibrary: [String] { lock.withLock { libraryNames } }
     func set(plain: String) { lock.withLock { plainName = plain } }
     var library: String? { lock.withLock { libraryName } }
     var plain: String? { lock.withLock { plainName } }

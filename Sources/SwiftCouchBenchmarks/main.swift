@@ -55,17 +55,12 @@ print(machine)
 print("")
 
 var report = Report()
-let transports = availableTransports()
+let transports = availableTransports(for: serverURL)
 let plain = PlainClient(base: serverURL, username: username, password: password)
 
 for workload in Workload.all(sizes: sizes) {
-    let baseline: Measurement
-    do {
-        baseline = try await workload.measurePlain(plain)
-    } catch {
-        print("  \(workload.name): the plain URLSession baseline failed: \(error)")
-        continue
-    }
+    // The library runs first, so its peak memory is not inflated by what the baseline left behind.
+    var results: [(String, Measurement)] = []
     for (transportName, makeTransport) in transports {
         var configuration = Configuration()
         configuration.transport = makeTransport()
@@ -75,12 +70,19 @@ for workload in Workload.all(sizes: sizes) {
             url: serverURL, credentials: Credentials(username: username, password: password),
             configuration: configuration)
         do {
-            let library = try await workload.measureLibrary(client)
-            report.add(workload: workload.name, transport: transportName, library: library, baseline: baseline)
+            results.append((transportName, try await workload.measureLibrary(client)))
         } catch {
             print("  \(workload.name) with \(transportName): failed: \(error)")
         }
         client.shutdown()
+    }
+    do {
+        let baseline = try await workload.measurePlain(plain)
+        for (transportName, library) in results {
+            report.add(workload: workload.name, transport: transportName, library: library, baseline: baseline)
+        }
+    } catch {
+        print("  \(workload.name): the plain URLSession baseline failed: \(error)")
     }
 }
 
