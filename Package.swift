@@ -22,7 +22,8 @@ let package = Package(
         // The TestServer: JSON, collation and Mango (CouchQuery); the HTTP server and CouchDB engine.
         .target(name: "CouchQuery", path: "TestServer/Sources/CouchQuery"),
         .target(
-            name: "CouchTestServer", dependencies: ["HTTPWire", "CouchQuery"], path: "TestServer/Sources/CouchTestServer"),
+            name: "CouchTestServer", dependencies: ["HTTPWire", "CouchQuery"],
+            path: "TestServer/Sources/CouchTestServer"),
         .executableTarget(
             name: "SwiftCouchBenchmarks", dependencies: ["SwiftCouch", "CouchTestServer"],
             path: "Sources/SwiftCouchBenchmarks"),

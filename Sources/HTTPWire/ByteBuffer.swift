@@ -30,7 +30,9 @@ struct ByteBuffer: Sendable {
     /// Removes and returns the first `count` bytes.
     mutating func take(_ count: Int) -> Data {
         precondition(count <= readableCount)
-        let data = storage.withUnsafeBufferPointer { Data(buffer: UnsafeBufferPointer(rebasing: $0[readIndex..<(readIndex + count)])) }
+        let data = storage.withUnsafeBufferPointer {
+            Data(buffer: UnsafeBufferPointer(rebasing: $0[readIndex..<(readIndex + count)]))
+        }
         consume(count)
         return data
     }

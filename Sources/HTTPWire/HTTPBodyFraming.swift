@@ -16,7 +16,8 @@ public enum HTTPBodyFraming: Sendable, Equatable {
         if !codings.isEmpty {
             guard !head.headers.contains("Content-Length") else { throw HTTPWireError.conflictingFraming }
             guard codings == ["chunked"] else {
-                throw HTTPWireError.unsupportedTransferEncoding(head.headers.values("Transfer-Encoding").joined(separator: ", "))
+                throw HTTPWireError.unsupportedTransferEncoding(
+                    head.headers.values("Transfer-Encoding").joined(separator: ", "))
             }
             return .chunked
         }

@@ -58,7 +58,9 @@ public struct HTTPChunkedDecoder: Sendable {
                 return nil
             case .size:
                 guard let lf = buffer.firstIndex(of: HTTPHeadParser.lf) else {
-                    if buffer.readableCount > limits.maxChunkLineSize { throw HTTPWireError.invalidChunk("chunk-size line too long") }
+                    if buffer.readableCount > limits.maxChunkLineSize {
+                        throw HTTPWireError.invalidChunk("chunk-size line too long")
+                    }
                     return nil
                 }
                 if lf > limits.maxChunkLineSize { throw HTTPWireError.invalidChunk("chunk-size line too long") }
@@ -80,7 +82,9 @@ public struct HTTPChunkedDecoder: Sendable {
                     buffer.consume(1)
                 } else if buffer[0] == HTTPHeadParser.cr {
                     guard buffer.readableCount >= 2 else { return nil }
-                    guard buffer[1] == HTTPHeadParser.lf else { throw HTTPWireError.invalidChunk("missing CRLF after chunk data") }
+                    guard buffer[1] == HTTPHeadParser.lf else {
+                        throw HTTPWireError.invalidChunk("missing CRLF after chunk data")
+                    }
                     buffer.consume(2)
                 } else {
                     throw HTTPWireError.invalidChunk("missing CRLF after chunk data")

@@ -29,7 +29,8 @@ public enum HTTPHeadParser {
     }
 
     /// Parses a response head. `bytes` holds the whole head, with or without the final empty line.
-    public static func parseResponseHead<C: Collection>(_ bytes: C, limits: HTTPParserLimits = HTTPParserLimits()) throws
+    public static func parseResponseHead<C: Collection>(_ bytes: C, limits: HTTPParserLimits = HTTPParserLimits())
+        throws
         -> HTTPResponseHead where C.Element == UInt8
     {
         let lines = try splitLines(Array(bytes), limits: limits)
@@ -38,7 +39,8 @@ public enum HTTPHeadParser {
         guard parts.count >= 2 else { throw HTTPWireError.invalidStartLine(text(first)) }
         let version = try parseVersion(parts[0], line: first)
         let code = parts[1]
-        guard code.count == 3, code.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let status = Int(text(code)), status >= 100
+        guard code.count == 3, code.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let status = Int(text(code)),
+            status >= 100
         else { throw HTTPWireError.invalidStartLine(text(first)) }
         let reason = parts.count > 2 ? text(parts[2]) : ""
         guard !reason.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" }) else {
@@ -98,11 +100,15 @@ public enum HTTPHeadParser {
                 fields.append((last.0, more.isEmpty ? last.1 : (last.1.isEmpty ? more : last.1 + " " + more)))
                 continue
             }
-            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { throw HTTPWireError.invalidHeader(text(line)) }
+            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else {
+                throw HTTPWireError.invalidHeader(text(line))
+            }
             let name = line[line.startIndex..<colon]
             guard !name.isEmpty, name.allSatisfy(isTokenByte) else { throw HTTPWireError.invalidHeader(text(line)) }
             let value = line[(colon + 1)...]
-            guard !value.contains(where: { $0 == 0 || $0 == 0x7F }) else { throw HTTPWireError.invalidHeader(text(line)) }
+            guard !value.contains(where: { $0 == 0 || $0 == 0x7F }) else {
+                throw HTTPWireError.invalidHeader(text(line))
+            }
             fields.append((text(name), text(value).trimmingHTTPWhitespace()))
             if fields.count > limits.maxHeaderCount { throw HTTPWireError.tooManyHeaders(limit: limits.maxHeaderCount) }
         }

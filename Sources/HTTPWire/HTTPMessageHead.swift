@@ -76,7 +76,9 @@ public struct HTTPResponseHead: Sendable, Equatable {
     public var reason: String
     public var headers: HTTPHeaders
 
-    public init(version: HTTPVersion = .http1_1, status: Int, reason: String? = nil, headers: HTTPHeaders = HTTPHeaders()) {
+    public init(
+        version: HTTPVersion = .http1_1, status: Int, reason: String? = nil, headers: HTTPHeaders = HTTPHeaders()
+    ) {
         self.version = version
         self.status = status
         self.reason = reason ?? HTTPResponseHead.standardReason(for: status)
@@ -200,8 +202,10 @@ public struct HTTPParserLimits: Sendable, Equatable {
     /// Longest chunk-size line (size and extensions). Defaults to 4 KiB.
     public var maxChunkLineSize: Int = 4096
 
-    public init(maxHeadSize: Int = 64 * 1024, maxHeaderCount: Int = 128, maxBodySize: Int = Int.max,
-                maxChunkLineSize: Int = 4096) {
+    public init(
+        maxHeadSize: Int = 64 * 1024, maxHeaderCount: Int = 128, maxBodySize: Int = Int.max,
+        maxChunkLineSize: Int = 4096
+    ) {
         self.maxHeadSize = maxHeadSize
         self.maxHeaderCount = maxHeaderCount
         self.maxBodySize = maxBodySize

@@ -24,10 +24,11 @@ struct FaultTests {
         #expect(first.headers["Retry-After"] == "3")
         #expect(first.headers["Content-Type"] == "application/json")
         let json = try httpTestJSON(first)
-        #expect(json == [
-            "error": "too_many_requests",
-            "reason": "You've exceeded your current limit of x requests per second for x class. Please try later.",
-        ])
+        #expect(
+            json == [
+                "error": "too_many_requests",
+                "reason": "You've exceeded your current limit of x requests per second for x class. Please try later.",
+            ])
         let second = try connection.request(method: "GET", target: "/db/doc")
         #expect(second.status == 429)
         #expect(second.headers["Retry-After"] == nil)
@@ -68,13 +69,15 @@ struct FaultTests {
         #expect {
             _ = try connection.request(method: "GET", target: "/db")
         } throws: { error in
-            guard case RawHTTPConnection.Failure.closedBeforeResponse(let received)? = error as? RawHTTPConnection.Failure
+            guard
+                case RawHTTPConnection.Failure.closedBeforeResponse(let received)? = error as? RawHTTPConnection.Failure
             else { return false }
             return received.isEmpty
         }
         #expect(handler.calls == 0)
         #expect(server.requestCount(path: "/db") == 1)  // it was read before the drop
-        #expect(try RawHTTPConnection(port: server.port, timeout: 10).request(method: "GET", target: "/db").status == 200)
+        #expect(
+            try RawHTTPConnection(port: server.port, timeout: 10).request(method: "GET", target: "/db").status == 200)
     }
 
     @Test func delayRunsTheRequestAfterwards() throws {
@@ -112,7 +115,9 @@ struct FaultTests {
         #expect {
             _ = try connection.request(method: "GET", target: "/db/doc")
         } throws: { error in
-            guard case RawHTTPConnection.Failure.closedMidBody(let head, let partial)? = error as? RawHTTPConnection.Failure
+            guard
+                case RawHTTPConnection.Failure.closedMidBody(let head, let partial)? = error
+                    as? RawHTTPConnection.Failure
             else { return false }
             declared = Int(head.headers["Content-Length"] ?? "") ?? -1
             received = partial
@@ -243,13 +248,17 @@ struct FaultTests {
                 == FaultSpec(fault: .tooManyRequests(retryAfter: 2), frequency: .next(3), match: .pathPrefix("/db")))
         #expect(
             try FaultSpec(parsing: "503,fraction=0.25,path=/db/doc,method=get")
-                == FaultSpec(fault: .serviceUnavailable(), frequency: .fraction(0.25), match: .path("/db/doc", method: "GET")))
+                == FaultSpec(
+                    fault: .serviceUnavailable(), frequency: .fraction(0.25), match: .path("/db/doc", method: "GET")))
         #expect(try FaultSpec(parsing: "delay:1.5").fault == .delay(seconds: 1.5))
         #expect(try FaultSpec(parsing: "drop").fault == .dropConnection)
         #expect(try FaultSpec(parsing: "truncate").fault == .truncatedBody)
         #expect(try FaultSpec(parsing: "invalid-json").fault == .invalidJSON)
         #expect(try FaultSpec(parsing: "500").fault == .internalServerError)
-        for bad in ["", "418", "429,next=0", "429,fraction=2", "500,retry-after=1", "429,path=db", "delay:x", "429,bogus=1", "429,next"] {
+        for bad in [
+            "", "418", "429,next=0", "429,fraction=2", "500,retry-after=1", "429,path=db", "delay:x", "429,bogus=1",
+            "429,next",
+        ] {
             #expect(throws: FaultSpec.ParseError.self, "\(bad)") { _ = try FaultSpec(parsing: bad) }
         }
         let faults = TestServerFaults()

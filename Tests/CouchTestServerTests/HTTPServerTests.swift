@@ -5,7 +5,7 @@ import HTTPWire
 import Testing
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// A handler for HTTP-layer tests: echoes what it got as JSON, counts calls, and serves a few
@@ -34,35 +34,42 @@ final class HTTPTestEchoHandler: RequestHandler, @unchecked Sendable {
         lock.unlock()
         switch request.rawPath {
         case "/status/404":
-            return ServerResponse(status: 404, headers: ["Content-Type": "application/json"],
-                                  body: .data(Data("{\"error\":\"not_found\",\"reason\":\"missing\"}\n".utf8)))
+            return ServerResponse(
+                status: 404, headers: ["Content-Type": "application/json"],
+                body: .data(Data("{\"error\":\"not_found\",\"reason\":\"missing\"}\n".utf8)))
         case "/custom-reason":
             return ServerResponse(status: 200, reason: "Fine Thanks", body: .data(Data("ok".utf8)))
         case "/head-length":
-            return ServerResponse(status: 200, headers: ["Content-Type": "application/json", "Content-Length": "469"],
-                                  body: .empty)
+            return ServerResponse(
+                status: 200, headers: ["Content-Type": "application/json", "Content-Length": "469"],
+                body: .empty)
         case "/not-modified":
             return ServerResponse(status: 304, headers: ["ETag": "\"1-x\""], body: .empty)
         case "/stream":
-            return ServerResponse(status: 200, headers: ["Content-Type": "application/json"], body: .stream { writer in
-                for i in 0..<3 { writer.write(Data("{\"row\":\(i)}\n".utf8)) }
-            })
+            return ServerResponse(
+                status: 200, headers: ["Content-Type": "application/json"],
+                body: .stream { writer in
+                    for i in 0..<3 { writer.write(Data("{\"row\":\(i)}\n".utf8)) }
+                })
         case "/endless":
             // Writes until the client has gone away (or the server stops), at most ~60 s.
-            return ServerResponse(status: 200, headers: ["Content-Type": "application/json"], body: .stream { [self] writer in
-                for _ in 0..<6000 {
-                    if !writer.write(Data("\n".utf8)) {
-                        lock.lock()
-                        _streamSawClosedPeer = true
-                        lock.unlock()
-                        return
+            return ServerResponse(
+                status: 200, headers: ["Content-Type": "application/json"],
+                body: .stream { [self] writer in
+                    for _ in 0..<6000 {
+                        if !writer.write(Data("\n".utf8)) {
+                            lock.lock()
+                            _streamSawClosedPeer = true
+                            lock.unlock()
+                            return
+                        }
+                        usleep(10_000)
                     }
-                    usleep(10_000)
-                }
-            })
+                })
         case "/size":
-            return ServerResponse(status: 200, headers: ["Content-Type": "text/plain"],
-                                  body: .data(Data(String(request.body.count).utf8)))
+            return ServerResponse(
+                status: 200, headers: ["Content-Type": "text/plain"],
+                body: .data(Data(String(request.body.count).utf8)))
         default:
             var headers: [(String, JSON)] = []
             for field in request.headers { headers.append((field.name, .string(field.value))) }
@@ -73,8 +80,9 @@ final class HTTPTestEchoHandler: RequestHandler, @unchecked Sendable {
                 ("headers", .object(headers)),
                 ("body", .string(String(decoding: request.body, as: UTF8.self))),
             ])
-            return ServerResponse(status: request.method == "PUT" ? 201 : 200, headers: ["Content-Type": "application/json"],
-                                  body: .data(json.data + Data("\n".utf8)))
+            return ServerResponse(
+                status: request.method == "PUT" ? 201 : 200, headers: ["Content-Type": "application/json"],
+                body: .data(json.data + Data("\n".utf8)))
         }
     }
 }
@@ -169,8 +177,10 @@ struct HTTPServerTests {
         let server = try start()
         defer { server.stop() }
         let connection = try RawHTTPConnection(port: server.port, timeout: 10)
-        try connection.send(Data(("GET /a HTTP/1.1\r\n\r\nPUT /b HTTP/1.1\r\nContent-Length: 3\r\n\r\nxyz"
-            + "HEAD /c HTTP/1.1\r\n\r\nGET /d HTTP/1.1\r\n\r\n").utf8))
+        try connection.send(
+            Data(
+                ("GET /a HTTP/1.1\r\n\r\nPUT /b HTTP/1.1\r\nContent-Length: 3\r\n\r\nxyz"
+                    + "HEAD /c HTTP/1.1\r\n\r\nGET /d HTTP/1.1\r\n\r\n").utf8))
         let a = try connection.readResponse(to: "GET")
         let b = try connection.readResponse(to: "PUT")
         let c = try connection.readResponse(to: "HEAD")
@@ -196,13 +206,16 @@ struct HTTPServerTests {
         #expect(try httpTestJSON(response)["body"] == "{\"a\":1}")
 
         // When the body is sent at once anyway, no interim answer is needed and none confuses the client.
-        var head = HTTPRequestHead(method: "PUT", target: "/db/doc2", headers: ["Expect": "100-continue", "Content-Length": "2"]).serialized
+        var head = HTTPRequestHead(
+            method: "PUT", target: "/db/doc2", headers: ["Expect": "100-continue", "Content-Length": "2"]
+        ).serialized
         head.append(Data("{}".utf8))
         try connection.send(head)
         let direct = try connection.readResponse(to: "PUT")
         #expect(direct.status == 201)
 
-        let refused = try connection.request(method: "PUT", target: "/x", headers: ["Expect": "something-else"], body: Data())
+        let refused = try connection.request(
+            method: "PUT", target: "/x", headers: ["Expect": "something-else"], body: Data())
         #expect(refused.status == 417)
         #expect(refused.reason == "Expectation Failed")
     }
@@ -211,7 +224,8 @@ struct HTTPServerTests {
         let server = try start()
         defer { server.stop() }
         let connection = try RawHTTPConnection(port: server.port, timeout: 10)
-        var wire = HTTPRequestHead(method: "POST", target: "/db/_bulk_docs", headers: ["Transfer-Encoding": "chunked"]).serialized
+        var wire = HTTPRequestHead(method: "POST", target: "/db/_bulk_docs", headers: ["Transfer-Encoding": "chunked"])
+            .serialized
         wire.append(HTTPSerializer.chunk(Data("{\"docs\":".utf8)))
         wire.append(HTTPSerializer.chunk(Data("[]}".utf8)))
         wire.append(HTTPSerializer.lastChunk(trailers: ["X-Trailer": "1"]))
@@ -347,7 +361,9 @@ struct HTTPServerTests {
         #expect(!server.isRunning)
         #expect(handler.streamSawClosedPeer)
         #expect(throws: RawHTTPConnection.Failure.self) { _ = try idle.request(method: "GET", target: "/x") }
-        #expect(throws: (any Error).self) { _ = try RawHTTPConnection(port: server.port, timeout: 2).request(method: "GET", target: "/") }
+        #expect(throws: (any Error).self) {
+            _ = try RawHTTPConnection(port: server.port, timeout: 2).request(method: "GET", target: "/")
+        }
         server.stop()  // idempotent
     }
 

@@ -12,15 +12,18 @@ private struct DecodedMessage: Equatable, CustomStringConvertible {
 }
 
 private func describe(_ head: HTTPRequestHead) -> String {
-    "\(head.method) \(head.target) \(head.version) " + head.headers.map { "\($0.name)=\($0.value)" }.joined(separator: "|")
+    "\(head.method) \(head.target) \(head.version) "
+        + head.headers.map { "\($0.name)=\($0.value)" }.joined(separator: "|")
 }
 
 private func describe(_ head: HTTPResponseHead) -> String {
-    "\(head.version) \(head.status) \(head.reason) " + head.headers.map { "\($0.name)=\($0.value)" }.joined(separator: "|")
+    "\(head.version) \(head.status) \(head.reason) "
+        + head.headers.map { "\($0.name)=\($0.value)" }.joined(separator: "|")
 }
 
 /// Feeds `pieces` one after another into a request decoder and collects every complete message.
-private func decodeRequests(_ pieces: [Data], limits: HTTPParserLimits = HTTPParserLimits(), finish: Bool = false) throws
+private func decodeRequests(_ pieces: [Data], limits: HTTPParserLimits = HTTPParserLimits(), finish: Bool = false)
+    throws
     -> [DecodedMessage]
 {
     var decoder = HTTPRequestDecoder(limits: limits)
@@ -114,7 +117,8 @@ struct HTTPWireTests {
     }
 
     @Test func requestHeadAccessors() throws {
-        let head = try HTTPHeadParser.parseRequestHead(bytes("GET http://h:1/db/a%2Fb?x=1&y=%22z%22 HTTP/1.1\r\nConnection: Keep-Alive, Close\r\n\r\n"))
+        let head = try HTTPHeadParser.parseRequestHead(
+            bytes("GET http://h:1/db/a%2Fb?x=1&y=%22z%22 HTTP/1.1\r\nConnection: Keep-Alive, Close\r\n\r\n"))
         #expect(head.path == "/db/a%2Fb")
         #expect(head.query == "x=1&y=%22z%22")
         #expect(head.keepAlive == false)
@@ -147,7 +151,8 @@ struct HTTPWireTests {
             DecodedMessage(head: "HTTP/1.0 200 OK ", body: bytes("rest of stream"), trailers: []),
         ]
         for pieces in splits(stream) {
-            let decoded = try decodeResponses(pieces, methods: ["PUT", "HEAD", "GET", "GET", "DELETE", "GET"], finish: true)
+            let decoded = try decodeResponses(
+                pieces, methods: ["PUT", "HEAD", "GET", "GET", "DELETE", "GET"], finish: true)
             #expect(decoded == expected, "split into \(pieces.map(\.count))")
         }
     }
@@ -241,20 +246,27 @@ struct HTTPWireTests {
     }
 
     @Test func duplicateEqualContentLengthsAreAccepted() throws {
-        let decoded = try decodeRequests([bytes("PUT / HTTP/1.1\r\nContent-Length: 3, 3\r\nContent-Length: 3\r\n\r\nabc")])
+        let decoded = try decodeRequests([
+            bytes("PUT / HTTP/1.1\r\nContent-Length: 3, 3\r\nContent-Length: 3\r\n\r\nabc")
+        ])
         #expect(decoded.first?.body == bytes("abc"))
     }
 
     @Test func headAndHeaderCountLimits() {
         let limits = HTTPParserLimits(maxHeadSize: 200, maxHeaderCount: 3)
         let long = "GET /" + String(repeating: "a", count: 300) + " HTTP/1.1\r\n\r\n"
-        #expect(throws: HTTPWireError.headTooLarge(limit: 200)) { _ = try decodeRequests([bytes(long)], limits: limits) }
+        #expect(throws: HTTPWireError.headTooLarge(limit: 200)) {
+            _ = try decodeRequests([bytes(long)], limits: limits)
+        }
         // Also when the head never ends (no empty line yet): the limit applies while buffering.
         #expect(throws: HTTPWireError.headTooLarge(limit: 200)) {
-            _ = try decodeRequests([bytes("GET / HTTP/1.1\r\n"), bytes(String(repeating: "X-A: b\r\n", count: 40))], limits: limits)
+            _ = try decodeRequests(
+                [bytes("GET / HTTP/1.1\r\n"), bytes(String(repeating: "X-A: b\r\n", count: 40))], limits: limits)
         }
         let many = "GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\n"
-        #expect(throws: HTTPWireError.tooManyHeaders(limit: 3)) { _ = try decodeRequests([bytes(many)], limits: limits) }
+        #expect(throws: HTTPWireError.tooManyHeaders(limit: 3)) {
+            _ = try decodeRequests([bytes(many)], limits: limits)
+        }
         let big = "PUT / HTTP/1.1\r\nContent-Length: 1000\r\n\r\n"
         #expect(throws: HTTPWireError.bodyTooLarge(limit: 100)) {
             _ = try decodeRequests([bytes(big)], limits: HTTPParserLimits(maxBodySize: 100))
@@ -269,7 +281,8 @@ struct HTTPWireTests {
             _ = try decodeRequests([bytes("GET / HTTP/1.1\r\nHost: x\r\n")], finish: true)
         }
         #expect(throws: HTTPWireError.unexpectedEndOfStream) {
-            _ = try decodeResponses([bytes("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab")], methods: ["GET"], finish: true)
+            _ = try decodeResponses(
+                [bytes("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab")], methods: ["GET"], finish: true)
         }
         // A clean close between messages is not an error.
         #expect(try decodeRequests([bytes("GET / HTTP/1.1\r\n\r\n")], finish: true).count == 1)
@@ -277,7 +290,9 @@ struct HTTPWireTests {
 
     @Test func malformedStatusLines() {
         for wire in ["HTTP/1.1 20 OK\r\n\r\n", "HTTP/1.1\r\n\r\n", "ICY 200 OK\r\n\r\n", "HTTP/1.1 abc OK\r\n\r\n"] {
-            #expect(throws: HTTPWireError.self, "\(wire.debugDescription)") { _ = try decodeResponses([bytes(wire)], methods: ["GET"]) }
+            #expect(throws: HTTPWireError.self, "\(wire.debugDescription)") {
+                _ = try decodeResponses([bytes(wire)], methods: ["GET"])
+            }
         }
         #expect(throws: HTTPWireError.self) {
             _ = try decodeResponses([bytes("HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n")], methods: ["GET"])
@@ -296,12 +311,17 @@ struct HTTPWireTests {
         wire.append(HTTPSerializer.lastChunk(trailers: ["Content-MD5": "abc"]))
         let decoded = try decodeRequests(splits(wire)[1])
         #expect(decoded.count == 1)
-        #expect(decoded.first?.head == "PUT /db/a%2Fb?rev=1-x HTTP/1.1 Host=127.0.0.1:5984|Transfer-Encoding=chunked|X-Evil=a Injected: yes")
+        #expect(
+            decoded.first?.head
+                == "PUT /db/a%2Fb?rev=1-x HTTP/1.1 Host=127.0.0.1:5984|Transfer-Encoding=chunked|X-Evil=a Injected: yes"
+        )
         #expect(decoded.first?.body == bytes("hello ") + Data(repeating: 0x41, count: 300))
         #expect(decoded.first?.trailers == ["Content-MD5=abc"])
 
         let response = HTTPResponseHead(status: 404, headers: ["Content-Length": "2"])
-        #expect(String(decoding: response.serialized, as: UTF8.self) == "HTTP/1.1 404 Object Not Found\r\nContent-Length: 2\r\n\r\n")
+        #expect(
+            String(decoding: response.serialized, as: UTF8.self)
+                == "HTTP/1.1 404 Object Not Found\r\nContent-Length: 2\r\n\r\n")
         let back = try HTTPHeadParser.parseResponseHead(response.serialized)
         #expect(back == response)
     }

@@ -27,8 +27,9 @@ struct TestServerFacadeTests {
     @Test func configurationReachesTheEngine() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ts-facade-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let server = try TestServer.start(TestServer.Configuration(
-            adminName: "root", adminPassword: "s3cret", sessionTimeout: 30, dataDirectory: directory, faultSeed: 9))
+        let server = try TestServer.start(
+            TestServer.Configuration(
+                adminName: "root", adminPassword: "s3cret", sessionTimeout: 30, dataDirectory: directory, faultSeed: 9))
         defer { server.stop() }
         #expect(server.adminName == "root")
         #expect(server.engine.options.adminPassword == "s3cret")

@@ -22,7 +22,8 @@ enum ExpectedDifferences {
     static let all: [ExpectedDifference] = [
         ExpectedDifference(
             scenario: "views", step: "s04",
-            reason: "the TestServer does not compile JavaScript, so a map function with a syntax error is not refused at save time",
+            reason:
+                "the TestServer does not compile JavaScript, so a map function with a syntax error is not refused at save time",
             mayAccept: true),
         ExpectedDifference(scenario: "views", step: "s05", reason: jsMap),
         ExpectedDifference(scenario: "views", step: "s06", reason: jsMap),
@@ -37,7 +38,8 @@ enum ExpectedDifferences {
         ExpectedDifference(scenario: "views", step: "s17", reason: jsMap),
         ExpectedDifference(scenario: "views", step: "s19", reason: jsMap + " (built-in _sum reduce)"),
         ExpectedDifference(scenario: "views", step: "s20", reason: jsMap + " (built-in _stats reduce)"),
-        ExpectedDifference(scenario: "views", step: "s21", reason: "needs a JavaScript map and a JavaScript reduce function"),
+        ExpectedDifference(
+            scenario: "views", step: "s21", reason: "needs a JavaScript map and a JavaScript reduce function"),
         ExpectedDifference(scenario: "views", step: "s22", reason: jsMap + " (built-in _sum reduce, group_level)"),
         ExpectedDifference(scenario: "views", step: "s23", reason: jsMap + " (view collation)"),
         ExpectedDifference(scenario: "views", step: "s24", reason: jsMap + " that throws for some documents"),
@@ -83,7 +85,8 @@ struct ScenarioReplayer {
                 results.append((step, .failed(problems + ["no response: \(error)"])))
                 continue
             }
-            responses[step.name] = responseObject(actual, encoding: step.response["body_encoding"]?.stringValue ?? "empty")
+            responses[step.name] = responseObject(
+                actual, encoding: step.response["body_encoding"]?.stringValue ?? "empty")
             for value in actual.headers.values("Set-Cookie") where value.hasPrefix("AuthSession=") {
                 let v = value.dropFirst("AuthSession=".count).prefix { $0 != ";" }
                 if !v.isEmpty { cookie = String(v) }
@@ -96,12 +99,19 @@ struct ScenarioReplayer {
                     let comparator = ResponseComparator(
                         step: step, patterns: index.formats, recordedBase: index.recordedFrom, actualBase: base)
                     let matches = comparator.compare(expected: step.response, actual: actual).isEmpty
-                    results.append((step, .skipped(expected, note: matches ? "now matches the recording: remove it from ExpectedDifferences" : nil)))
+                    results.append(
+                        (
+                            step,
+                            .skipped(
+                                expected,
+                                note: matches ? "now matches the recording: remove it from ExpectedDifferences" : nil)
+                        ))
                 }
                 continue
             }
 
-            let comparator = ResponseComparator(step: step, patterns: index.formats, recordedBase: index.recordedFrom, actualBase: base)
+            let comparator = ResponseComparator(
+                step: step, patterns: index.formats, recordedBase: index.recordedFrom, actualBase: base)
             let diffs = comparator.compare(expected: step.response, actual: actual)
             if diffs.isEmpty && problems.isEmpty {
                 results.append((step, .passed))
@@ -121,7 +131,9 @@ struct ScenarioReplayer {
 
     /// The request to send: the recorded one with the template resolved against this replay's
     /// own responses, credentials and cookie filled in.
-    func buildRequest(_ step: TranscriptStep, resolver: TemplateResolver, cookie: String?, problems: inout [String]) -> Request {
+    func buildRequest(_ step: TranscriptStep, resolver: TemplateResolver, cookie: String?, problems: inout [String])
+        -> Request
+    {
         let recorded = step.request
         let template = step.template
         var target = recorded["path"]?.stringValue ?? "/"
@@ -132,7 +144,9 @@ struct ScenarioReplayer {
                 problems.append("/template/path: \(error) (sent the recorded path)")
             }
         }
-        var fields: [(String, String)] = (recorded["headers"]?.objectValue ?? []).map { ($0.0, $0.1.stringValue ?? $0.1.serialized) }
+        var fields: [(String, String)] = (recorded["headers"]?.objectValue ?? []).map {
+            ($0.0, $0.1.stringValue ?? $0.1.serialized)
+        }
         for (name, value) in template?["headers"]?.objectValue ?? [] {
             guard let text = value.stringValue else { continue }
             do {
@@ -186,8 +200,10 @@ struct ScenarioReplayer {
         let connection = try RawHTTPConnection(port: port, timeout: 30)
         defer { connection.close() }
         let response = try connection.request(
-            method: request.method, target: request.target, headers: request.headers, body: request.body, readFor: readFor)
-        return ActualResponse(status: response.status, reason: response.reason, headers: response.headers, body: response.body)
+            method: request.method, target: request.target, headers: request.headers, body: request.body,
+            readFor: readFor)
+        return ActualResponse(
+            status: response.status, reason: response.reason, headers: response.headers, body: response.body)
     }
 
     /// The response as an object like the recorded ones, for `{{step:/pointer}}` references.
@@ -199,7 +215,8 @@ struct ScenarioReplayer {
         ]
         switch encoding {
         case "json":
-            pairs.append(("body", (try? JSON.parse(actual.body)) ?? .string(String(decoding: actual.body, as: UTF8.self))))
+            pairs.append(
+                ("body", (try? JSON.parse(actual.body)) ?? .string(String(decoding: actual.body, as: UTF8.self))))
         case "ndjson":
             let lines = actual.body.split(separator: 0x0A).compactMap { try? JSON.parse(Data($0)) }
             pairs.append(("body", .array(lines)))
@@ -216,11 +233,15 @@ struct ScenarioReplayer {
     /// (`{"error": string, "reason": string}`), or any well-formed success when allowed.
     func checkWellFormed(_ actual: ActualResponse, mayAccept: Bool) -> String? {
         if actual.status < 400 {
-            return mayAccept ? nil : "expected a CouchDB-shaped error, got status \(actual.status) \(ResponseComparator.snippet(actual.body))"
+            return mayAccept
+                ? nil
+                : "expected a CouchDB-shaped error, got status \(actual.status) \(ResponseComparator.snippet(actual.body))"
         }
-        guard let json = try? JSON.parse(actual.body), json["error"]?.stringValue != nil, json["reason"]?.stringValue != nil
+        guard let json = try? JSON.parse(actual.body), json["error"]?.stringValue != nil,
+            json["reason"]?.stringValue != nil
         else {
-            return "status \(actual.status) without a CouchDB-shaped error body: \(ResponseComparator.snippet(actual.body))"
+            return
+                "status \(actual.status) without a CouchDB-shaped error body: \(ResponseComparator.snippet(actual.body))"
         }
         return nil
     }

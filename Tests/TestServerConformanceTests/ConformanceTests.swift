@@ -59,7 +59,9 @@ struct ConformanceTests {
     @Test func transcriptsAreAvailable() throws {
         let folder = Transcripts.folder()
         guard Transcripts.exists else {
-            Issue.record("The CouchDB transcripts are missing: expected \(folder.path)/index.json (repo/../shared/couchdb-transcripts). No scenario was replayed.")
+            Issue.record(
+                "The CouchDB transcripts are missing: expected \(folder.path)/index.json (repo/../shared/couchdb-transcripts). No scenario was replayed."
+            )
             return
         }
         let index = try Transcripts.loadIndex()
@@ -68,8 +70,9 @@ struct ConformanceTests {
         // Every named expected difference must name a real step, so the list cannot rot silently.
         for difference in ExpectedDifferences.all {
             let scenario = try Transcripts.loadScenario(named: difference.scenario, index: index)
-            #expect(scenario.steps.contains { $0.name == difference.step },
-                    "ExpectedDifferences names \(difference.scenario)/\(difference.step), which does not exist")
+            #expect(
+                scenario.steps.contains { $0.name == difference.step },
+                "ExpectedDifferences names \(difference.scenario)/\(difference.step), which does not exist")
         }
     }
 
@@ -91,8 +94,11 @@ struct ConformanceTests {
                 failed += 1
                 let shown = problems.prefix(12).map { "    " + $0 }.joined(separator: "\n")
                 let more = problems.count > 12 ? "\n    … and \(problems.count - 12) more" : ""
-                Issue.record(Comment(rawValue:
-                    "\(name) step \(step.index) \(step.name) (\(step.request["method"]?.stringValue ?? "") \(step.request["path"]?.stringValue ?? "")) – \(step.description):\n\(shown)\(more)"))
+                Issue.record(
+                    Comment(
+                        rawValue:
+                            "\(name) step \(step.index) \(step.name) (\(step.request["method"]?.stringValue ?? "") \(step.request["path"]?.stringValue ?? "")) – \(step.description):\n\(shown)\(more)"
+                    ))
             case .skipped(let difference, let note):
                 skipped += 1
                 if let note { print("Conformance note: \(name)/\(step.name) (\(difference.reason)): \(note)") }

@@ -42,8 +42,10 @@ struct ResponseComparator {
         self.actualBase = actualBase
     }
 
-    init(variable: Set<String> = [], formats: [String: String] = [:], patterns: [String: String?] = [:],
-         unordered: Set<String> = []) {
+    init(
+        variable: Set<String> = [], formats: [String: String] = [:], patterns: [String: String?] = [:],
+        unordered: Set<String> = []
+    ) {
         self.variable = variable
         self.formats = formats
         self.patterns = patterns
@@ -58,14 +60,17 @@ struct ResponseComparator {
         var diffs: [Difference] = []
         let expectedStatus = Int(expected["status"]?.intValue ?? 0)
         if actual.status != expectedStatus {
-            diffs.append(Difference(
-                pointer: "/response/status",
-                message: "expected \(expectedStatus) \(expected["reason"]?.stringValue ?? ""), got \(actual.status) \(actual.reason)"
-                    + " with body \(Self.snippet(actual.body))"))
+            diffs.append(
+                Difference(
+                    pointer: "/response/status",
+                    message:
+                        "expected \(expectedStatus) \(expected["reason"]?.stringValue ?? ""), got \(actual.status) \(actual.reason)"
+                        + " with body \(Self.snippet(actual.body))"))
             return diffs
         }
         if let reason = expected["reason"]?.stringValue, reason != actual.reason {
-            diffs.append(Difference(pointer: "/response/reason", message: "expected \"\(reason)\", got \"\(actual.reason)\""))
+            diffs.append(
+                Difference(pointer: "/response/reason", message: "expected \"\(reason)\", got \"\(actual.reason)\""))
         }
         compareHeaders(expected["headers"] ?? .object([]), actual.headers, into: &diffs)
         compareBody(expected, actual, into: &diffs)
@@ -77,7 +82,9 @@ struct ResponseComparator {
     func compareHeaders(_ expected: JSON, _ actual: HTTPHeaders, into diffs: inout [Difference]) {
         let recorded = expected.objectValue ?? []
         func expectedValue(_ name: String) -> (key: String, value: String)? {
-            recorded.first { $0.0.lowercased() == name.lowercased() }.map { ($0.0, $0.1.stringValue ?? $0.1.serialized) }
+            recorded.first { $0.0.lowercased() == name.lowercased() }.map {
+                ($0.0, $0.1.stringValue ?? $0.1.serialized)
+            }
         }
         // Content-Type: exact, parameters included, except a multipart boundary.
         let expectedType = expectedValue("Content-Type")
@@ -93,7 +100,9 @@ struct ResponseComparator {
             if variable.contains(typePointer) {
                 let (eBase, aBase) = (Self.withoutBoundary(e.value), Self.withoutBoundary(a))
                 if eBase != aBase {
-                    diffs.append(Difference(pointer: typePointer, message: "expected \"\(e.value)\" (boundary aside), got \"\(a)\""))
+                    diffs.append(
+                        Difference(
+                            pointer: typePointer, message: "expected \"\(e.value)\" (boundary aside), got \"\(a)\""))
                 }
             } else if Self.withoutBoundary(e.value) != Self.withoutBoundary(a) {
                 diffs.append(Difference(pointer: typePointer, message: "expected \"\(e.value)\", got \"\(a)\""))
@@ -146,7 +155,8 @@ struct ResponseComparator {
         case "json":
             guard let e = expected["body"] else { return }
             guard let a = try? JSON.parse(actual.body) else {
-                diffs.append(Difference(pointer: pointer, message: "expected a JSON body, got \(Self.snippet(actual.body))"))
+                diffs.append(
+                    Difference(pointer: pointer, message: "expected a JSON body, got \(Self.snippet(actual.body))"))
                 return
             }
             compareJSON(e, a, at: pointer, into: &diffs)
@@ -157,7 +167,8 @@ struct ResponseComparator {
                 let trimmed = line.filter { $0 != 0x0D }
                 if trimmed.isEmpty { continue }
                 guard let value = try? JSON.parse(Data(trimmed)) else {
-                    diffs.append(Difference(pointer: pointer, message: "line is not JSON: \(Self.snippet(Data(trimmed)))"))
+                    diffs.append(
+                        Difference(pointer: pointer, message: "line is not JSON: \(Self.snippet(Data(trimmed)))"))
                     return
                 }
                 lines.append(value)
@@ -171,22 +182,30 @@ struct ResponseComparator {
                     guard let format = formats[textPointer], let pattern = patterns[format] ?? nil else { continue }
                     let text = String(decoding: actual.body, as: UTF8.self)
                     if !Self.matches(text, pattern) {
-                        diffs.append(Difference(
-                            pointer: textPointer, message: "expected text matching \(format) /\(pattern)/, got \(Self.snippet(actual.body))"))
+                        diffs.append(
+                            Difference(
+                                pointer: textPointer,
+                                message:
+                                    "expected text matching \(format) /\(pattern)/, got \(Self.snippet(actual.body))"))
                     }
                 }
                 return
             }
             if expectedBytes != actual.body {
-                let offset = Array(zip(expectedBytes, actual.body)).firstIndex { $0 != $1 } ?? min(expectedBytes.count, actual.body.count)
-                diffs.append(Difference(
-                    pointer: pointer,
-                    message: "bytes differ at offset \(offset) (expected \(expectedBytes.count) bytes, got \(actual.body.count)): "
-                        + "expected \(Self.snippet(expectedBytes)), got \(Self.snippet(actual.body))"))
+                let offset =
+                    Array(zip(expectedBytes, actual.body)).firstIndex { $0 != $1 }
+                    ?? min(expectedBytes.count, actual.body.count)
+                diffs.append(
+                    Difference(
+                        pointer: pointer,
+                        message:
+                            "bytes differ at offset \(offset) (expected \(expectedBytes.count) bytes, got \(actual.body.count)): "
+                            + "expected \(Self.snippet(expectedBytes)), got \(Self.snippet(actual.body))"))
             }
         default:  // "empty"
             if !actual.body.isEmpty {
-                diffs.append(Difference(pointer: pointer, message: "expected no body, got \(Self.snippet(actual.body))"))
+                diffs.append(
+                    Difference(pointer: pointer, message: "expected no body, got \(Self.snippet(actual.body))"))
             }
         }
     }
@@ -199,9 +218,12 @@ struct ResponseComparator {
             return
         }
         guard Self.typeName(expected) == Self.typeName(actual) else {
-            diffs.append(Difference(
-                pointer: pointer,
-                message: "expected \(Self.typeName(expected)) \(Self.render(expected)), got \(Self.typeName(actual)) \(Self.render(actual))"))
+            diffs.append(
+                Difference(
+                    pointer: pointer,
+                    message:
+                        "expected \(Self.typeName(expected)) \(Self.render(expected)), got \(Self.typeName(actual)) \(Self.render(actual))"
+                ))
             return
         }
         switch (expected, actual) {
@@ -216,13 +238,19 @@ struct ResponseComparator {
                 compareJSON(value, other, at: child, into: &diffs)
             }
             for (key, value) in a where !expectedKeys.contains(key) {
-                diffs.append(Difference(
-                    pointer: pointer + "/" + JSONPointer.escape(key), message: "unexpected key (got \(Self.render(value)))"))
+                diffs.append(
+                    Difference(
+                        pointer: pointer + "/" + JSONPointer.escape(key),
+                        message: "unexpected key (got \(Self.render(value)))"))
             }
         case (.array(let e), .array(let a)):
             guard e.count == a.count else {
-                diffs.append(Difference(
-                    pointer: pointer, message: "expected \(e.count) items, got \(a.count): expected \(Self.render(expected)), got \(Self.render(actual))"))
+                diffs.append(
+                    Difference(
+                        pointer: pointer,
+                        message:
+                            "expected \(e.count) items, got \(a.count): expected \(Self.render(expected)), got \(Self.render(actual))"
+                    ))
                 return
             }
             if unordered.contains(pointer) {
@@ -232,10 +260,17 @@ struct ResponseComparator {
             }
         case (.string(let e), .string(let a)):
             let wanted = substituteBase(e)
-            if wanted != a { diffs.append(Difference(pointer: pointer, message: "expected \(Self.render(.string(wanted))), got \(Self.render(actual))")) }
+            if wanted != a {
+                diffs.append(
+                    Difference(
+                        pointer: pointer,
+                        message: "expected \(Self.render(.string(wanted))), got \(Self.render(actual))"))
+            }
         default:
             if expected != actual {
-                diffs.append(Difference(pointer: pointer, message: "expected \(Self.render(expected)), got \(Self.render(actual))"))
+                diffs.append(
+                    Difference(
+                        pointer: pointer, message: "expected \(Self.render(expected)), got \(Self.render(actual))"))
             }
         }
     }
@@ -257,9 +292,11 @@ struct ResponseComparator {
                 }
             }
             if !found {
-                diffs.append(Difference(
-                    pointer: childPointer,
-                    message: "no item matches \(Self.render(item)) (unordered); got \(Self.render(.array(actual)))"))
+                diffs.append(
+                    Difference(
+                        pointer: childPointer,
+                        message: "no item matches \(Self.render(item)) (unordered); got \(Self.render(.array(actual)))")
+                )
             }
         }
     }
@@ -271,35 +308,47 @@ struct ResponseComparator {
         switch format {
         case "number":
             if actual.doubleValue == nil {
-                diffs.append(Difference(pointer: pointer, message: "expected a number (variable), got \(Self.render(actual))"))
+                diffs.append(
+                    Difference(pointer: pointer, message: "expected a number (variable), got \(Self.render(actual))"))
             }
             return
         case "integer":
             if case .int = actual { return }
-            if case .string(let s) = actual, case .string = expected, !s.isEmpty, s.allSatisfy(\.isASCII), s.allSatisfy(\.isNumber) {
+            if case .string(let s) = actual, case .string = expected, !s.isEmpty, s.allSatisfy(\.isASCII),
+                s.allSatisfy(\.isNumber)
+            {
                 return
             }
-            diffs.append(Difference(pointer: pointer, message: "expected an integer (variable), got \(Self.render(actual))"))
+            diffs.append(
+                Difference(pointer: pointer, message: "expected an integer (variable), got \(Self.render(actual))"))
             return
         case "boolean", "string", "null", "array", "object":
             let wanted = format == "boolean" ? "bool" : format!
             if Self.typeName(actual) != wanted {
-                diffs.append(Difference(pointer: pointer, message: "expected a \(format!) (variable), got \(Self.render(actual))"))
+                diffs.append(
+                    Difference(
+                        pointer: pointer, message: "expected a \(format!) (variable), got \(Self.render(actual))"))
             }
             return
         default:
             break
         }
         guard Self.typeName(expected) == Self.typeName(actual) else {
-            diffs.append(Difference(
-                pointer: pointer,
-                message: "expected \(Self.typeName(expected)) (variable\(format.map { ", \($0)" } ?? "")), got \(Self.typeName(actual)) \(Self.render(actual))"))
+            diffs.append(
+                Difference(
+                    pointer: pointer,
+                    message:
+                        "expected \(Self.typeName(expected)) (variable\(format.map { ", \($0)" } ?? "")), got \(Self.typeName(actual)) \(Self.render(actual))"
+                ))
             return
         }
         if let format, let pattern = patterns[format] ?? nil {
             guard case .string(let s) = actual else { return }
             if !Self.matches(s, pattern) {
-                diffs.append(Difference(pointer: pointer, message: "\(Self.render(actual)) does not match format \(format) /\(pattern)/"))
+                diffs.append(
+                    Difference(
+                        pointer: pointer, message: "\(Self.render(actual)) does not match format \(format) /\(pattern)/"
+                    ))
             }
         }
     }
@@ -338,7 +387,8 @@ struct ResponseComparator {
     static func snippet(_ data: Data, limit: Int = 300) -> String {
         if data.isEmpty { return "(empty)" }
         let text = String(decoding: data.prefix(limit), as: UTF8.self)
-        return "\"" + text.replacingOccurrences(of: "\n", with: "\\n").replacingOccurrences(of: "\r", with: "\\r") + "\""
+        return "\"" + text.replacingOccurrences(of: "\n", with: "\\n").replacingOccurrences(of: "\r", with: "\\r")
+            + "\""
             + (data.count > limit ? "…(\(data.count) bytes)" : "")
     }
 

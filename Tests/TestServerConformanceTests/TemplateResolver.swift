@@ -87,7 +87,9 @@ struct TemplateResolver {
         case "server": raw = .string(server)
         case "server_admin": raw = .string(serverAdmin)
         case "cookie":
-            guard let cookie else { throw Unresolved(reference: reference, why: "no AuthSession cookie has been set yet") }
+            guard let cookie else {
+                throw Unresolved(reference: reference, why: "no AuthSession cookie has been set yet")
+            }
             raw = .string(cookie)
         default:
             guard let colon = expression.firstIndex(of: ":") else {
@@ -109,7 +111,9 @@ struct TemplateResolver {
         case "json_url": return .string(Self.percentEncode(raw.serialized))
         case "unquote":
             var text = Self.text(of: raw)
-            if text.count >= 2, text.hasPrefix("\""), text.hasSuffix("\"") { text = String(text.dropFirst().dropLast()) }
+            if text.count >= 2, text.hasPrefix("\""), text.hasSuffix("\"") {
+                text = String(text.dropFirst().dropLast())
+            }
             return .string(text)
         default:
             throw Unresolved(reference: reference, why: "unknown filter \(filter!)")

@@ -55,7 +55,9 @@ enum Transcripts {
         let json = try JSON.parse(try Data(contentsOf: folder().appendingPathComponent("index.json")))
         var credentials: [String: (user: String, password: String)] = [:]
         for (key, value) in json["credentials"]?.objectValue ?? [] {
-            guard let user = value["username"]?.stringValue, let password = value["password"]?.stringValue else { continue }
+            guard let user = value["username"]?.stringValue, let password = value["password"]?.stringValue else {
+                continue
+            }
             credentials[key] = (user, password)
         }
         var formats: [String: String?] = [:]
@@ -92,14 +94,15 @@ enum Transcripts {
             for (pointer, format) in step["variable_formats"]?.objectValue ?? [] {
                 if let f = format.stringValue { formats[pointer] = f }
             }
-            steps.append(TranscriptStep(
-                index: Int(step["index"]?.intValue ?? Int64(steps.count + 1)),
-                name: step["name"]?.stringValue ?? "step\(steps.count + 1)",
-                description: step["description"]?.stringValue ?? "",
-                request: request, template: step["template"], response: response,
-                variable: Set((step["variable"]?.arrayValue ?? []).compactMap(\.stringValue)),
-                variableFormats: formats,
-                unordered: Set((step["unordered"]?.arrayValue ?? []).compactMap(\.stringValue))))
+            steps.append(
+                TranscriptStep(
+                    index: Int(step["index"]?.intValue ?? Int64(steps.count + 1)),
+                    name: step["name"]?.stringValue ?? "step\(steps.count + 1)",
+                    description: step["description"]?.stringValue ?? "",
+                    request: request, template: step["template"], response: response,
+                    variable: Set((step["variable"]?.arrayValue ?? []).compactMap(\.stringValue)),
+                    variableFormats: formats,
+                    unordered: Set((step["unordered"]?.arrayValue ?? []).compactMap(\.stringValue))))
         }
         return TranscriptScenario(name: name, description: json["description"]?.stringValue ?? "", steps: steps)
     }

@@ -17,8 +17,10 @@ public struct FaultSpec: Sendable, Equatable {
     public var frequency: TestServerFaults.Frequency
     public var match: TestServerFaults.Match
 
-    public init(fault: TestServerFaults.Fault, frequency: TestServerFaults.Frequency = .always,
-                match: TestServerFaults.Match = .any) {
+    public init(
+        fault: TestServerFaults.Fault, frequency: TestServerFaults.Frequency = .always,
+        match: TestServerFaults.Match = .any
+    ) {
         self.fault = fault
         self.frequency = frequency
         self.match = match
@@ -45,13 +47,19 @@ public struct FaultSpec: Sendable, Equatable {
             let (key, value) = (parts[0].lowercased(), parts[1])
             switch key {
             case "retry-after":
-                guard let n = Int(value), n >= 0 else { throw ParseError(message: "retry-after must be a whole number of seconds") }
+                guard let n = Int(value), n >= 0 else {
+                    throw ParseError(message: "retry-after must be a whole number of seconds")
+                }
                 retryAfter = n
             case "next":
-                guard let n = Int(value), n > 0 else { throw ParseError(message: "next must be a positive whole number") }
+                guard let n = Int(value), n > 0 else {
+                    throw ParseError(message: "next must be a positive whole number")
+                }
                 frequency = .next(n)
             case "fraction":
-                guard let f = Double(value), f >= 0, f <= 1 else { throw ParseError(message: "fraction must be between 0 and 1") }
+                guard let f = Double(value), f >= 0, f <= 1 else {
+                    throw ParseError(message: "fraction must be between 0 and 1")
+                }
                 frequency = .fraction(f)
             case "path":
                 guard value.hasPrefix("/") else { throw ParseError(message: "path must start with /") }
@@ -80,7 +88,9 @@ public struct FaultSpec: Sendable, Equatable {
                 fault = .delay(seconds: s)
             } else {
                 throw ParseError(
-                    message: "unknown fault '\(kind)' (expected 429, 500, 503, drop, truncate, invalid-json or delay:SECONDS)")
+                    message:
+                        "unknown fault '\(kind)' (expected 429, 500, 503, drop, truncate, invalid-json or delay:SECONDS)"
+                )
             }
         }
         if retryAfter != nil, !(kind == "429" || kind == "503") {

@@ -2,11 +2,11 @@ import CouchTestServer
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 // The `TestServer` executable: runs the in-process CouchDB-compatible server until SIGINT/SIGTERM.
@@ -114,8 +114,9 @@ for spec in faultSpecs {
 }
 
 say("TestServer (CouchDB 3.5.0 compatible) listening on \(server.urlString)")
-say("Admin: \(server.adminName):\(server.adminPassword)"
-    + (configuration.dataDirectory.map { ", data in \($0.path)" } ?? ", data in memory"))
+say(
+    "Admin: \(server.adminName):\(server.adminPassword)"
+        + (configuration.dataDirectory.map { ", data in \($0.path)" } ?? ", data in memory"))
 for spec in faultSpecs {
     say("Fault: \(spec.fault) for \(spec.match), \(spec.frequency)")
 }

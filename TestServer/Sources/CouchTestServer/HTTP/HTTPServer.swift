@@ -317,7 +317,8 @@ final class HTTPServer: @unchecked Sendable {
                 headers.add("Connection", "keep-alive")
             }
             let version: HTTPVersion = request.version == .http1_0 ? .http1_0 : .http1_1
-            return HTTPResponseHead(version: version, status: response.status, reason: response.reason, headers: headers)
+            return HTTPResponseHead(
+                version: version, status: response.status, reason: response.reason, headers: headers)
         }
 
         /// Writes `response`. False when the connection cannot be reused (the peer
@@ -438,7 +439,8 @@ final class SocketChunkWriter: ChunkWriter, @unchecked Sendable {
         } else if data.count <= 64 * 1024 {
             ok = POSIXSocket.sendAll(fd, HTTPSerializer.chunk(data))
         } else {
-            ok = POSIXSocket.sendAll(fd, HTTPSerializer.chunkHeader(size: data.count)) && POSIXSocket.sendAll(fd, data)
+            ok =
+                POSIXSocket.sendAll(fd, HTTPSerializer.chunkHeader(size: data.count)) && POSIXSocket.sendAll(fd, data)
                 && POSIXSocket.sendAll(fd, Data([0x0D, 0x0A]))
         }
         if !ok { open = false }

@@ -1,11 +1,11 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Why a socket operation failed.
@@ -24,11 +24,11 @@ public struct SocketError: Error, Sendable, CustomStringConvertible {
 /// Thin wrappers around the POSIX socket calls the TestServer needs, for IPv4 on 127.0.0.1 only.
 enum POSIXSocket {
     #if canImport(Darwin)
-    static let streamType = SOCK_STREAM
-    static let sendFlags: Int32 = 0
+        static let streamType = SOCK_STREAM
+        static let sendFlags: Int32 = 0
     #else
-    static let streamType = Int32(SOCK_STREAM.rawValue)
-    static let sendFlags = Int32(MSG_NOSIGNAL)
+        static let streamType = Int32(SOCK_STREAM.rawValue)
+        static let sendFlags = Int32(MSG_NOSIGNAL)
     #endif
 
     private static let ignoreSIGPIPEOnce: Void = {
@@ -41,7 +41,7 @@ enum POSIXSocket {
     static func loopbackAddress(port: Int) -> sockaddr_in {
         var addr = sockaddr_in()
         #if canImport(Darwin)
-        addr.sin_len = UInt8(MemoryLayout<sockaddr_in>.size)
+            addr.sin_len = UInt8(MemoryLayout<sockaddr_in>.size)
         #endif
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = in_port_t(UInt16(truncatingIfNeeded: port)).bigEndian
@@ -53,8 +53,8 @@ enum POSIXSocket {
         let fd = socket(AF_INET, streamType, 0)
         guard fd >= 0 else { throw SocketError(operation: "socket", code: errno) }
         #if canImport(Darwin)
-        var one: Int32 = 1
-        _ = setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+            var one: Int32 = 1
+            _ = setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
         #endif
         return fd
     }
@@ -67,7 +67,9 @@ enum POSIXSocket {
         _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         var addr = loopbackAddress(port: port)
         let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard bound == 0 else {
             let code = errno
@@ -75,11 +77,11 @@ enum POSIXSocket {
             throw SocketError(operation: "bind to 127.0.0.1:\(port)", code: code)
         }
         #if canImport(Darwin)
-        let listened = Darwin.listen(fd, backlog)
+            let listened = Darwin.listen(fd, backlog)
         #elseif canImport(Musl)
-        let listened = Musl.listen(fd, backlog)
+            let listened = Musl.listen(fd, backlog)
         #else
-        let listened = Glibc.listen(fd, backlog)
+            let listened = Glibc.listen(fd, backlog)
         #endif
         guard listened == 0 else {
             let code = errno
@@ -98,16 +100,16 @@ enum POSIXSocket {
     static func accept(_ listener: Int32) -> Int32? {
         while true {
             #if canImport(Darwin)
-            let fd = Darwin.accept(listener, nil, nil)
+                let fd = Darwin.accept(listener, nil, nil)
             #elseif canImport(Musl)
-            let fd = Musl.accept(listener, nil, nil)
+                let fd = Musl.accept(listener, nil, nil)
             #else
-            let fd = Glibc.accept(listener, nil, nil)
+                let fd = Glibc.accept(listener, nil, nil)
             #endif
             if fd >= 0 {
                 #if canImport(Darwin)
-                var one: Int32 = 1
-                _ = setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+                    var one: Int32 = 1
+                    _ = setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
                 #endif
                 setNoDelay(fd)
                 return fd
@@ -131,11 +133,11 @@ enum POSIXSocket {
             let result = withUnsafePointer(to: &addr) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                     #if canImport(Darwin)
-                    Darwin.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                        Darwin.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
                     #elseif canImport(Musl)
-                    Musl.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                        Musl.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
                     #else
-                    Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                        Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
                     #endif
                 }
             }

@@ -43,7 +43,8 @@ public final class RawHTTPConnection {
         public var description: String {
             switch self {
             case .closedBeforeResponse(let d): return "connection closed before a response (\(d.count) bytes received)"
-            case .closedMidBody(let h, let b): return "connection closed mid-body after \(b.count) bytes (status \(h.status))"
+            case .closedMidBody(let h, let b):
+                return "connection closed mid-body after \(b.count) bytes (status \(h.status))"
             case .timedOut: return "timed out"
             case .malformed(let e): return "malformed response: \(e)"
             case .sendFailed: return "could not send the request"
