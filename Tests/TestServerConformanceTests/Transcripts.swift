@@ -75,9 +75,13 @@ enum Transcripts {
     }
 
     /// The scenario names in index order (empty when the folder is missing or unreadable).
+    /// `$CONFORMANCE_SCENARIOS` (comma-separated names) limits the replay to those scenarios.
     static func scenarioNames() -> [String] {
         guard exists, let index = try? loadIndex() else { return [] }
-        return index.scenarios.map(\.name)
+        let all = index.scenarios.map(\.name)
+        guard let only = ProcessInfo.processInfo.environment["CONFORMANCE_SCENARIOS"], !only.isEmpty else { return all }
+        let wanted = Set(only.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+        return all.filter { wanted.contains($0) }
     }
 
     static func loadScenario(named name: String, index: TranscriptIndex) throws -> TranscriptScenario {

@@ -32,8 +32,8 @@ public final class TestServer: @unchecked Sendable {
 
         public init(
             port: Int = 0, adminName: String = "admin", adminPassword: String = "password", sessionTimeout: Int = 600,
-            dataDirectory: URL? = nil, faultSeed: UInt64 = 0, maxRequestBodySize: Int = 300 * 1024 * 1024,
-            handler: (any RequestHandler)? = nil
+            dataDirectory: URL? = nil, passwordIterations: Int = 600_000, faultSeed: UInt64 = 0,
+            maxRequestBodySize: Int = 300 * 1024 * 1024, handler: (any RequestHandler)? = nil
         ) {
             self.port = port
             var options = CouchEngine.Options()
@@ -41,6 +41,7 @@ public final class TestServer: @unchecked Sendable {
             options.adminPassword = adminPassword
             options.sessionTimeout = sessionTimeout
             options.dataDirectory = dataDirectory
+            options.passwordIterations = passwordIterations
             self.engineOptions = options
             self.faultSeed = faultSeed
             self.maxRequestBodySize = maxRequestBodySize
@@ -63,6 +64,13 @@ public final class TestServer: @unchecked Sendable {
         public var sessionTimeout: Int {
             get { engineOptions.sessionTimeout }
             set { engineOptions.sessionTimeout = newValue }
+        }
+
+        /// PBKDF2 iterations for passwords of `_users` documents. Defaults to CouchDB's 600000;
+        /// lower it (e.g. to 10) in tests that create users, as each new password costs that much.
+        public var passwordIterations: Int {
+            get { engineOptions.passwordIterations }
+            set { engineOptions.passwordIterations = newValue }
         }
 
         /// Where the engine keeps its data so that a restart keeps it; nil keeps it in memory.
