@@ -77,7 +77,9 @@ import Testing
     @Test func selectorAndDocIDFilters() throws {
         let engine = try CouchEngine(options: testOptions())
         engine.send("PUT", "/db")
-        engine.send("POST", "/db/_bulk_docs", json: ["docs": [["_id": "a", "t": "x"], ["_id": "b", "t": "y"], ["_id": "c", "t": "x"]]])
+        engine.send(
+            "POST", "/db/_bulk_docs",
+            json: ["docs": [["_id": "a", "t": "x"], ["_id": "b", "t": "y"], ["_id": "c", "t": "x"]]])
         let selected = engine.send("POST", "/db/_changes?filter=_selector", json: ["selector": ["t": "x"]]).json
         #expect(selected["results"]?.arrayValue?.map { $0["id"] } == ["a", "c"])
         let ids = engine.send("POST", "/db/_changes?filter=_doc_ids", json: ["doc_ids": ["b"]]).json

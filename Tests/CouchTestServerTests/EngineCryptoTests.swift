@@ -6,11 +6,15 @@ import Testing
 @Suite struct EngineCryptoTests {
     @Test func md5KnownVectors() {
         #expect(Crypto.hex(Crypto.md5(Data())) == "d41d8cd98f00b204e9800998ecf8427e")
-        #expect(Crypto.hex(Crypto.md5(Data("The quick brown fox jumps over the lazy dog".utf8))) == "9e107d9d372bb6826bd81d3542a419d6")
+        #expect(
+            Crypto.hex(Crypto.md5(Data("The quick brown fox jumps over the lazy dog".utf8)))
+                == "9e107d9d372bb6826bd81d3542a419d6")
     }
 
     @Test func sha256KnownVectors() {
-        #expect(Crypto.hex(Crypto.sha256(Data("abc".utf8))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(
+            Crypto.hex(Crypto.sha256(Data("abc".utf8)))
+                == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         let long = Data(repeating: 0x61, count: 1000)
         #expect(Crypto.hex(Crypto.sha256(long)) == "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3")
     }

@@ -33,15 +33,22 @@ import Testing
     @Test func replicatedBranchesPickTheWinnerLikeCouchDB() throws {
         let engine = try CouchEngine(options: testOptions())
         engine.send("PUT", "/db")
-        let write = engine.send("POST", "/db/_bulk_docs", json: [
-            "new_edits": false,
-            "docs": [
-                ["_id": "c", "_rev": "1-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "v": "a"],
-                ["_id": "c", "_rev": "1-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "v": "b"],
-                ["_id": "r", "_rev": "3-cccccccccccccccccccccccccccccccc",
-                 "_revisions": ["start": 3, "ids": ["cccccccccccccccccccccccccccccccc", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"]]],
-            ],
-        ])
+        let write = engine.send(
+            "POST", "/db/_bulk_docs",
+            json: [
+                "new_edits": false,
+                "docs": [
+                    ["_id": "c", "_rev": "1-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "v": "a"],
+                    ["_id": "c", "_rev": "1-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "v": "b"],
+                    [
+                        "_id": "r", "_rev": "3-cccccccccccccccccccccccccccccccc",
+                        "_revisions": [
+                            "start": 3,
+                            "ids": ["cccccccccccccccccccccccccccccccc", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"],
+                        ],
+                    ],
+                ],
+            ])
         #expect(write.status == 201)
         #expect(write.json == [])
         let doc = engine.send("GET", "/db/c?conflicts=true").json
@@ -55,7 +62,8 @@ import Testing
         #expect(after["_deleted_conflicts"]?.arrayValue?.count == 1)
         let info = engine.send("GET", "/db/r?revs_info=true").json
         #expect(info["_revs_info"]?.arrayValue?.map { $0["status"] } == ["available", "missing"])
-        let diff = engine.send("POST", "/db/_revs_diff", json: ["r": ["3-cccccccccccccccccccccccccccccccc", "4-dddd"]]).json
+        let diff = engine.send("POST", "/db/_revs_diff", json: ["r": ["3-cccccccccccccccccccccccccccccccc", "4-dddd"]])
+            .json
         #expect(diff["r"]?["missing"] == ["4-dddd"])
         #expect(diff["r"]?["possible_ancestors"] == ["3-cccccccccccccccccccccccccccccccc"])
     }
@@ -94,7 +102,8 @@ import Testing
         let engine = try CouchEngine(options: testOptions())
         engine.send("PUT", "/db")
         let bytes = Data((0..<256).map { UInt8($0) })
-        let put = engine.send("PUT", "/db/doc/dir/blob.bin", body: bytes, headers: [("Content-Type", "application/octet-stream")])
+        let put = engine.send(
+            "PUT", "/db/doc/dir/blob.bin", body: bytes, headers: [("Content-Type", "application/octet-stream")])
         #expect(put.status == 201)
         let rev = put.json["rev"]!.stringValue!
         let get = engine.send("GET", "/db/doc/dir/blob.bin")
@@ -107,7 +116,8 @@ import Testing
         #expect(stub?["length"] == 256)
         #expect(stub?["stub"] == true)
         // Updating with the stub keeps the attachment.
-        let update = engine.send("PUT", "/db/doc", json: ["_rev": .string(rev), "x": 1, "_attachments": ["dir/blob.bin": ["stub": true]]])
+        let update = engine.send(
+            "PUT", "/db/doc", json: ["_rev": .string(rev), "x": 1, "_attachments": ["dir/blob.bin": ["stub": true]]])
         #expect(update.status == 201)
         #expect(engine.send("GET", "/db/doc/dir/blob.bin").data == bytes)
         let inline = engine.send("GET", "/db/doc?attachments=true").json["_attachments"]?["dir/blob.bin"]?["data"]
@@ -122,12 +132,16 @@ import Testing
         engine.send("PUT", "/db/_revs_limit", body: Data("3".utf8), headers: [("Content-Type", "application/json")])
         var rev = engine.send("PUT", "/db/d", json: ["n": 0]).json["rev"]!.stringValue!
         for n in 1...6 {
-            rev = engine.send("PUT", "/db/d", json: ["_rev": .string(rev), "n": .int(Int64(n))]).json["rev"]!.stringValue!
+            rev = engine.send("PUT", "/db/d", json: ["_rev": .string(rev), "n": .int(Int64(n))]).json["rev"]!
+                .stringValue!
         }
         let doc = engine.send("GET", "/db/d?revs=true").json
         #expect(doc["_revisions"]?["start"] == 7)
         #expect(doc["_revisions"]?["ids"]?.arrayValue?.count == 3)
-        #expect(engine.send("PUT", "/db/_revs_limit", body: Data("\"x\"".utf8), headers: [("Content-Type", "application/json")]).status == 500)
+        #expect(
+            engine.send(
+                "PUT", "/db/_revs_limit", body: Data("\"x\"".utf8), headers: [("Content-Type", "application/json")]
+            ).status == 500)
     }
 }
 
@@ -135,13 +149,24 @@ import Testing
     @Test func mangoStyleViewsWithBuiltInReduces() throws {
         let engine = try CouchEngine(options: testOptions())
         engine.send("PUT", "/db")
-        engine.send("POST", "/db/_bulk_docs", json: ["docs": [
-            ["_id": "a", "t": "x", "n": 1], ["_id": "b", "t": "y", "n": 2], ["_id": "c", "t": "x", "n": 3], ["_id": "d"],
-        ]])
-        engine.send("PUT", "/db/_design/q", json: [
-            "language": "query",
-            "views": ["by_t": ["map": ["fields": ["t": "asc"]], "reduce": "_count", "options": ["def": ["fields": ["t"]]]]],
-        ])
+        engine.send(
+            "POST", "/db/_bulk_docs",
+            json: [
+                "docs": [
+                    ["_id": "a", "t": "x", "n": 1], ["_id": "b", "t": "y", "n": 2], ["_id": "c", "t": "x", "n": 3],
+                    ["_id": "d"],
+                ]
+            ])
+        engine.send(
+            "PUT", "/db/_design/q",
+            json: [
+                "language": "query",
+                "views": [
+                    "by_t": [
+                        "map": ["fields": ["t": "asc"]], "reduce": "_count", "options": ["def": ["fields": ["t"]]],
+                    ]
+                ],
+            ])
         let map = engine.send("GET", "/db/_design/q/_view/by_t?reduce=false").json
         #expect(map["total_rows"] == 3)
         #expect(map["rows"]?.arrayValue?.map { $0["id"] } == ["a", "c", "b"])

@@ -27,7 +27,9 @@ import Testing
         print("large text attachment round trip:", Date().timeIntervalSince(start))
         let bin = Data((0..<(8 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
         let t2 = Date()
-        #expect(engine.send("PUT", "/db/doc2/b.bin", body: bin, headers: [("Content-Type", "application/octet-stream")]).status == 201)
+        #expect(
+            engine.send("PUT", "/db/doc2/b.bin", body: bin, headers: [("Content-Type", "application/octet-stream")])
+                .status == 201)
         print("8 MiB binary attachment:", Date().timeIntervalSince(t2))
     }
 }

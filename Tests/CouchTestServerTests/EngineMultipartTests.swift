@@ -9,11 +9,15 @@ import Testing
         let engine = try CouchEngine(options: testOptions())
         engine.send("PUT", "/db")
         let bytes = Data([0, 1, 2, 255, 13, 10, 45, 45])
-        let doc: JSON = ["kind": "m", "_attachments": ["a.bin": ["content_type": "application/octet-stream", "length": 8, "follows": true]]]
+        let doc: JSON = [
+            "kind": "m",
+            "_attachments": ["a.bin": ["content_type": "application/octet-stream", "length": 8, "follows": true]],
+        ]
         var body = Data("--B1\r\nContent-Type: application/json\r\n\r\n".utf8) + doc.data
         body += Data("\r\n--B1\r\nContent-Disposition: attachment; filename=\"a.bin\"\r\n\r\n".utf8) + bytes
         body += Data("\r\n--B1--".utf8)
-        let put = engine.send("PUT", "/db/m", body: body, headers: [("Content-Type", "multipart/related; boundary=\"B1\"")])
+        let put = engine.send(
+            "PUT", "/db/m", body: body, headers: [("Content-Type", "multipart/related; boundary=\"B1\"")])
         #expect(put.status == 201)
         #expect(engine.send("GET", "/db/m/a.bin").data == bytes)
 

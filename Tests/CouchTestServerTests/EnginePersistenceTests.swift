@@ -19,12 +19,27 @@ import Testing
             engine.send("PUT", "/db")
             let rev1 = engine.send("PUT", "/db/doc", json: ["v": 1]).json["rev"]!.stringValue!
             rev2 = engine.send("PUT", "/db/doc", json: ["_rev": .string(rev1), "v": 2]).json["rev"]!.stringValue!
-            engine.send("POST", "/db/_bulk_docs", json: ["new_edits": false, "docs": [["_id": "doc", "_rev": "2-ffffffffffffffffffffffffffffffff", "_revisions": ["start": 2, "ids": ["ffffffffffffffffffffffffffffffff", .string(String(rev1.dropFirst(2)))]], "v": "branch"]]])
+            engine.send(
+                "POST", "/db/_bulk_docs",
+                json: [
+                    "new_edits": false,
+                    "docs": [
+                        [
+                            "_id": "doc", "_rev": "2-ffffffffffffffffffffffffffffffff",
+                            "_revisions": [
+                                "start": 2,
+                                "ids": ["ffffffffffffffffffffffffffffffff", .string(String(rev1.dropFirst(2)))],
+                            ], "v": "branch",
+                        ]
+                    ],
+                ])
             engine.send("PUT", "/db/att/file.bin", body: bytes, headers: [("Content-Type", "application/octet-stream")])
             engine.send("PUT", "/db/_local/l", json: ["x": 1])
             engine.send("PUT", "/db/_security", json: ["members": ["names": ["carol"], "roles": []], "admins": [:]])
             engine.send("PUT", "/db/_revs_limit", body: Data("7".utf8), headers: [("Content-Type", "application/json")])
-            engine.send("PUT", "/_users/org.couchdb.user:carol", json: ["name": "carol", "password": "pw", "roles": [], "type": "user"])
+            engine.send(
+                "PUT", "/_users/org.couchdb.user:carol",
+                json: ["name": "carol", "password": "pw", "roles": [], "type": "user"])
             let login = engine.send("POST", "/_session", json: ["name": "carol", "password": "pw"], auth: .anonymous)
             cookieValue = String(login.headers["Set-Cookie"]!.dropFirst("AuthSession=".count).prefix { $0 != ";" })
             engine.close()

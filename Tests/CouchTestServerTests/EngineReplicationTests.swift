@@ -20,9 +20,11 @@ import Testing
         defer { engine.close() }
         engine.send("PUT", "/src")
         engine.send("POST", "/src/_bulk_docs", json: ["docs": [["_id": "a"], ["_id": "b", "x": 1]]])
-        let put = engine.send("PUT", "/_replicator/job1", json: [
-            "source": "http://admin:password@127.0.0.1:5984/src", "target": "dst", "create_target": true,
-        ])
+        let put = engine.send(
+            "PUT", "/_replicator/job1",
+            json: [
+                "source": "http://admin:password@127.0.0.1:5984/src", "target": "dst", "create_target": true,
+            ])
         #expect(put.status == 201)
         #expect(eventually { engine.send("GET", "/_replicator/job1").json["_replication_state"] == "completed" })
         #expect(engine.send("GET", "/dst/b").json["x"] == 1)
@@ -43,7 +45,8 @@ import Testing
         engine.send("PUT", "/src/later", json: ["v": 1])
         #expect(eventually { engine.send("GET", "/dst/later").status == 200 })
         #expect(engine.send("GET", "/_scheduler/jobs").json["jobs"]?.arrayValue?.count == 1)
-        #expect(engine.send("POST", "/_replicate", json: ["replication_id": .string(id), "cancel": true]).status == 200)
+        #expect(
+            engine.send("POST", "/_replicate", json: ["replication_id": .string(id), "cancel": true]).status == 200)
         #expect(engine.send("GET", "/_scheduler/jobs").json["jobs"] == [])
     }
 }

@@ -24,9 +24,10 @@ enum EngineAuth {
 extension CouchEngine {
     /// Sends one request straight to the engine (no HTTP). Streamed bodies are read for at most `streamSeconds`.
     @discardableResult
-    func send(_ method: String, _ path: String, json: JSON? = nil, body: Data? = nil, auth: EngineAuth = .admin,
-              headers extra: [(String, String)] = [], streamSeconds: Double = 5) -> EngineReply
-    {
+    func send(
+        _ method: String, _ path: String, json: JSON? = nil, body: Data? = nil, auth: EngineAuth = .admin,
+        headers extra: [(String, String)] = [], streamSeconds: Double = 5
+    ) -> EngineReply {
         var headers = HTTPHeaders()
         headers.add("Host", "127.0.0.1:5984")
         headers.add("Accept", "application/json")
@@ -43,8 +44,10 @@ extension CouchEngine {
         }
         for (n, v) in extra { headers.set(n, v) }
         let parts = path.split(separator: "?", maxSplits: 1)
-        let response = handle(ServerRequest(method: method, rawPath: String(parts[0]),
-                                            rawQuery: parts.count > 1 ? String(parts[1]) : nil, headers: headers, body: payload))
+        let response = handle(
+            ServerRequest(
+                method: method, rawPath: String(parts[0]),
+                rawQuery: parts.count > 1 ? String(parts[1]) : nil, headers: headers, body: payload))
         var data = Data()
         switch response.body {
         case .empty: break

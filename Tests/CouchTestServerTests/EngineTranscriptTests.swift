@@ -59,14 +59,19 @@ struct TranscriptReplayer {
         default:
             let colon = ref.firstIndex(of: ":")!
             let name = String(ref[..<colon])
-            value = TranscriptReplayer.pointer(responses[name] ?? .null, String(ref[ref.index(after: colon)...])) ?? .null
+            value =
+                TranscriptReplayer.pointer(responses[name] ?? .null, String(ref[ref.index(after: colon)...])) ?? .null
         }
-        var unreserved = CharacterSet.alphanumerics.intersection(CharacterSet(charactersIn: Unicode.Scalar(0)...Unicode.Scalar(127)))
+        var unreserved = CharacterSet.alphanumerics.intersection(
+            CharacterSet(charactersIn: Unicode.Scalar(0)...Unicode.Scalar(127)))
         unreserved.insert(charactersIn: "-._~")
         switch filter {
-        case "url": return .string((value.stringValue ?? value.serialized).addingPercentEncoding(withAllowedCharacters: unreserved)!)
+        case "url":
+            return .string(
+                (value.stringValue ?? value.serialized).addingPercentEncoding(withAllowedCharacters: unreserved)!)
         case "json_url": return .string(value.serialized.addingPercentEncoding(withAllowedCharacters: unreserved)!)
-        case "unquote": return .string((value.stringValue ?? "").trimmingCharacters(in: CharacterSet(charactersIn: "\"")))
+        case "unquote":
+            return .string((value.stringValue ?? "").trimmingCharacters(in: CharacterSet(charactersIn: "\"")))
         default: return value
         }
     }
@@ -74,7 +79,8 @@ struct TranscriptReplayer {
     func substitute(_ text: String) -> String {
         var out = ""
         var rest = Substring(text)
-        while let open = rest.range(of: "{{"), let close = rest.range(of: "}}", range: open.upperBound..<rest.endIndex) {
+        while let open = rest.range(of: "{{"), let close = rest.range(of: "}}", range: open.upperBound..<rest.endIndex)
+        {
             out += rest[..<open.lowerBound]
             let value = resolve(String(rest[open.upperBound..<close.lowerBound]))
             out += value.stringValue ?? value.serialized
@@ -111,7 +117,8 @@ struct TranscriptReplayer {
         for (name, value) in headerPairs {
             var v = substitute(value.stringValue ?? "")
             if name == "Authorization", let creds = index["credentials"]?[v] {
-                let user = creds["username"]!.stringValue!, pw = creds["password"]!.stringValue!
+                let user = creds["username"]!.stringValue!
+                let pw = creds["password"]!.stringValue!
                 v = "Basic " + Data("\(user):\(pw)".utf8).base64EncodedString()
             }
             if name == "Cookie" { v = v.replacingOccurrences(of: "<cookie>", with: cookie) }
@@ -127,8 +134,9 @@ struct TranscriptReplayer {
             }
         }
         let parts = path.split(separator: "?", maxSplits: 1)
-        let request = ServerRequest(method: recorded["method"]!.stringValue!, rawPath: String(parts[0]),
-                                    rawQuery: parts.count > 1 ? String(parts[1]) : nil, headers: headers, body: body)
+        let request = ServerRequest(
+            method: recorded["method"]!.stringValue!, rawPath: String(parts[0]),
+            rawQuery: parts.count > 1 ? String(parts[1]) : nil, headers: headers, body: body)
         let expected = step["response"]!
         let truncated = expected["truncated_by_client_after_seconds"]?.doubleValue
         let response = engine.handle(request)
@@ -165,7 +173,8 @@ struct TranscriptReplayer {
                     continue
                 }
                 if ["Set-Cookie"].contains(name) || variables.contains(pointer) { continue }
-                let expectedValue = value.stringValue!.replacingOccurrences(of: "http://127.0.0.1:5984", with: "http://127.0.0.1:5984")
+                let expectedValue = value.stringValue!.replacingOccurrences(
+                    of: "http://127.0.0.1:5984", with: "http://127.0.0.1:5984")
                 if actual != expectedValue { diffs.append("header \(name): \(actual) != \(expectedValue)") }
             }
         }
@@ -174,7 +183,9 @@ struct TranscriptReplayer {
             diffs.append("unexpected header \(name): \(response.headers[name]!)")
         }
         if let setCookie = response.headers["Set-Cookie"], setCookie.hasPrefix("AuthSession="),
-            let value = setCookie.dropFirst("AuthSession=".count).split(separator: ";", omittingEmptySubsequences: false).first,
+            let value = setCookie.dropFirst("AuthSession=".count).split(
+                separator: ";", omittingEmptySubsequences: false
+            ).first,
             !value.isEmpty
         {
             cookie = String(value)
@@ -192,7 +203,9 @@ struct TranscriptReplayer {
                 compare(expected["body"]!, parsed, "/response/body", variables, unordered, &diffs)
             }
         case "ndjson":
-            let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n").compactMap { try? JSON.parse(String($0)) }
+            let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n").compactMap {
+                try? JSON.parse(String($0))
+            }
             actualBody = .array(lines)
             if !variables.contains("/response/body") {
                 compare(expected["body"]!, .array(lines), "/response/body", variables, unordered, &diffs)
@@ -212,11 +225,15 @@ struct TranscriptReplayer {
         return diffs
     }
 
-    func compare(_ e: JSON, _ a: JSON, _ pointer: String, _ variables: Set<String>, _ unordered: Set<String>,
-                 _ diffs: inout [String])
-    {
+    func compare(
+        _ e: JSON, _ a: JSON, _ pointer: String, _ variables: Set<String>, _ unordered: Set<String>,
+        _ diffs: inout [String]
+    ) {
         if variables.contains(pointer) {
-            if e.typeName != a.typeName || (e.intValue != nil) != (a.intValue != nil && { if case .int = a { return true } else { return false } }()) {
+            if e.typeName != a.typeName
+                || (e.intValue != nil)
+                    != (a.intValue != nil && { if case .int = a { return true } else { return false } }())
+            {
                 if case .int = e, case .int = a { return }
                 if e.typeName != a.typeName { diffs.append("\(pointer): type \(a.typeName) != \(e.typeName)") }
             }
@@ -224,11 +241,16 @@ struct TranscriptReplayer {
         }
         switch (e, a) {
         case (.object(let ep), .object(let ap)):
-            let ek = Set(ep.map(\.0)), ak = Set(ap.map(\.0))
+            let ek = Set(ep.map(\.0))
+            let ak = Set(ap.map(\.0))
             if ek != ak { diffs.append("\(pointer): keys \(ak.sorted()) != \(ek.sorted())") }
             for (k, v) in ep {
                 if let av = a[k] {
-                    compare(v, av, pointer + "/" + k.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1"), variables, unordered, &diffs)
+                    compare(
+                        v, av,
+                        pointer + "/"
+                            + k.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1"),
+                        variables, unordered, &diffs)
                 }
             }
         case (.array(let ei), .array(let ai)):
@@ -251,7 +273,9 @@ struct TranscriptReplayer {
                 }
                 return
             }
-            for (i, (x, y)) in zip(ei, ai).enumerated() { compare(x, y, "\(pointer)/\(i)", variables, unordered, &diffs) }
+            for (i, (x, y)) in zip(ei, ai).enumerated() {
+                compare(x, y, "\(pointer)/\(i)", variables, unordered, &diffs)
+            }
         case (.int(let x), .int(let y)):
             if x != y { diffs.append("\(pointer): \(y) != \(x)") }
         default:
@@ -303,7 +327,9 @@ final class CollectingWriter: ChunkWriter, @unchecked Sendable {
                 if diffs.isEmpty {
                     passed += 1
                 } else if !EngineTranscriptTests.expectedDifferences.contains(key) {
-                    failures.append("\(key) [\(step["request"]!["method"]!.stringValue!) \(step["request"]!["path"]!.stringValue!)]: " + diffs.joined(separator: "; "))
+                    failures.append(
+                        "\(key) [\(step["request"]!["method"]!.stringValue!) \(step["request"]!["path"]!.stringValue!)]: "
+                            + diffs.joined(separator: "; "))
                 }
             }
         }

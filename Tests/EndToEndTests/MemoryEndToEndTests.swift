@@ -158,7 +158,12 @@ func runProbe(_ kind: String, server: TestServer, database: String) throws -> [S
         }
     }
     if readings.isEmpty || process.terminationStatus != 0 {
-        Issue.record("The memory probe failed (exit \(process.terminationStatus)):\n\(text.suffix(3_000))")
+        let saved = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "swiftcouch-memory-probe-\(UUID().uuidString).log")
+        try? data.write(to: saved)
+        Issue.record(
+            "The memory probe failed (exit \(process.terminationStatus)); full output in \(saved.path):\n\(text.prefix(6_000))"
+        )
     }
     return readings
 }

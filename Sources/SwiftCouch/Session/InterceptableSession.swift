@@ -10,6 +10,9 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
     private struct State {
         var cancelled = false
         var completed = false
+        /// Set by `pause()`: applied to the transfer in flight, and to any tracked later (a retry,
+        /// or the first attempt when `pause()` came before the transport had started).
+        var paused = false
         var inFlight: (any Cancellable)?
         var timer: DispatchWorkItem?
     }
@@ -55,28 +58,38 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
         }
     }
 
-    /// Pauses a streamed transfer in flight (back-pressure).
+    /// Pauses a streamed transfer (back-pressure), now or as soon as it starts.
     public func pause() {
-        (state.current.inFlight as? any StreamingTask)?.pause()
+        let inFlight = state.withLock { state -> (any Cancellable)? in
+            state.paused = true
+            return state.inFlight
+        }
+        (inFlight as? any StreamingTask)?.pause()
     }
 
     /// Resumes a paused streamed transfer.
     public func resume() {
-        (state.current.inFlight as? any StreamingTask)?.resume()
+        let inFlight = state.withLock { state -> (any Cancellable)? in
+            state.paused = false
+            return state.inFlight
+        }
+        (inFlight as? any StreamingTask)?.resume()
     }
 
     /// Records what to cancel; cancels it straight away when the handle is already cancelled.
     func track(inFlight: (any Cancellable)? = nil, timer: DispatchWorkItem? = nil) {
-        let cancelled = state.withLock { state -> Bool in
+        let (cancelled, paused) = state.withLock { state -> (Bool, Bool) in
             if !state.cancelled {
                 state.inFlight = inFlight
                 state.timer = timer
             }
-            return state.cancelled
+            return (state.cancelled, state.paused)
         }
         if cancelled {
             inFlight?.cancel()
             timer?.cancel()
+        } else if paused {
+            (inFlight as? any StreamingTask)?.pause()
         }
     }
 }

@@ -169,7 +169,12 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
             if let preflightError {
                 finish(.failure(preflightError))
             } else if let handle = start(self) {
-                shared.withLock { $0.handle = handle }
+                // Rows may have filled the buffer before the handle was known: pause now then.
+                let pauseNow = shared.withLock { state -> Bool in
+                    state.handle = handle
+                    return state.paused
+                }
+                if pauseNow { handle.pause() }
             }
         }
         return try await withTaskCancellationHandler {

@@ -44,7 +44,9 @@ struct ViewArgs {
             limit = n
         }
         if let s = request.queryValue("skip") {
-            guard let n = Int(s), n >= 0 else { throw CouchError.queryParse("Invalid value for positive integer: \"\(s)\"") }
+            guard let n = Int(s), n >= 0 else {
+                throw CouchError.queryParse("Invalid value for positive integer: \"\(s)\"")
+            }
             skip = n
         }
         includeDocs = request.flag("include_docs")
@@ -63,7 +65,9 @@ struct ViewArgs {
             switch name {
             case "key": key = value
             case "keys":
-                guard let list = value.arrayValue else { throw CouchError.badRequest("`keys` member must be an array.") }
+                guard let list = value.arrayValue else {
+                    throw CouchError.badRequest("`keys` member must be an array.")
+                }
                 keys = list
             case "startkey", "start_key": startKey = value
             case "endkey", "end_key": endKey = value
@@ -114,7 +118,11 @@ extension CouchEngine {
         }
         if let s = start, let e = end {
             let c: Int
-            if let ss = s.stringValue, let es = e.stringValue { c = Collation.compareRaw(ss, es) } else { c = Collation.compare(s, e) }
+            if let ss = s.stringValue, let es = e.stringValue {
+                c = Collation.compareRaw(ss, es)
+            } else {
+                c = Collation.compare(s, e)
+            }
             if (!args.descending && c > 0) || (args.descending && c < 0) {
                 throw CouchError(
                     400, "query_parse_error",
@@ -196,8 +204,12 @@ extension CouchEngine {
                 let prefix = partition + ":"
                 var a = args
                 if a.keys == nil {
-                    if a.startKey == nil { a.startKey = .string(prefix) }
-                    if a.endKey == nil { a.endKey = .string(prefix + "\u{FFF0}") }
+                    // The partition's bounds, swapped when descending (couch_mrview_util's
+                    // apply_all_docs_partition).
+                    let low = JSON.string(prefix)
+                    let high = JSON.string(prefix + "\u{FFF0}")
+                    if a.startKey == nil { a.startKey = a.descending ? high : low }
+                    if a.endKey == nil { a.endKey = a.descending ? low : high }
                 }
                 return try allDocsRows(db, live, a, total: total, idFilter: { $0.hasPrefix(prefix) })
             }
@@ -233,8 +245,12 @@ extension CouchEngine {
                 var args = try ViewArgs(query: request)
                 try args.apply(query)
                 let r = try allDocsResult(db, args, partition: partition)
-                var pairs: [(String, JSON)] = [("total_rows", .int(Int64(r.total))), ("offset", r.offset.map { .int(Int64($0)) } ?? .null)]
-                if args.updateSeq { pairs.append(("update_seq", .string(SequenceToken.encode(r.updateSeq, db: db.name)))) }
+                var pairs: [(String, JSON)] = [
+                    ("total_rows", .int(Int64(r.total))), ("offset", r.offset.map { .int(Int64($0)) } ?? .null),
+                ]
+                if args.updateSeq {
+                    pairs.append(("update_seq", .string(SequenceToken.encode(r.updateSeq, db: db.name))))
+                }
                 pairs.append(("rows", .array(r.rows)))
                 results.append(JSON.object(pairs).serialized)
             }
@@ -250,45 +266,87 @@ extension CouchEngine {
         default: throw CouchError.methodNotAllowed("GET,HEAD,POST")
         }
         let r = try allDocsResult(db, args, partition: partition)
-        return Reply.text(200, rowsBody(
-            totalRows: .int(Int64(r.total)), offset: r.offset.map { .int(Int64($0)) } ?? .null,
-            updateSeq: args.updateSeq ? SequenceToken.encode(r.updateSeq, db: db.name) : nil, rows: r.rows))
+        return Reply.text(
+            200,
+            rowsBody(
+                totalRows: .int(Int64(r.total)), offset: r.offset.map { .int(Int64($0)) } ?? .null,
+                updateSeq: args.updateSeq ? SequenceToken.encode(r.updateSeq, db: db.name) : nil, rows: r.rows))
     }
 
-    func designDocs(_ ctx: RequestContext, _ db: Database) throws(CouchError) -> ServerResponse {
-        let request = ctx.request
-        var args = try ViewArgs(query: request)
-        if ctx.method == "POST" { try args.apply(try request.jsonObjectBody()) }
-        let (total, offset, rows): (Int, Int?, [JSON]) = try db.withLock { () throws(CouchError) -> (Int, Int?, [JSON]) in
-            let ids = db.sortedIDs.filter { $0.hasPrefix("_design/") && db.docs[$0]?.isDeleted == false }
-            if let keys = args.keys {
-                return (ids.count, nil, keyRows(db, keys, args, idFilter: { $0.hasPrefix("_design/") }))
-            }
-            let (offset, selected) = try selectIDs(ids, args)
-            return (ids.count, offset, selected.compactMap { db.docs[$0].flatMap { docRow(db, $0, args) } })
-        }
-        return Reply.text(200, rowsBody(totalRows: .int(Int64(total)), offset: offset.map { .int(Int64($0)) } ?? .null, rows: rows))
-    }
-
-    func localDocs(_ ctx: RequestContext, _ db: Database) throws(CouchError) -> ServerResponse {
-        let request = ctx.request
-        var args = try ViewArgs(query: request)
-        if ctx.method == "POST" { try args.apply(try request.jsonObjectBody()) }
-        let rows: [JSON] = try db.withLock { () throws(CouchError) -> [JSON] in
-            func row(_ id: String) -> JSON? {
-                guard let doc = db.local[id] else { return nil }
-                var pairs: [(String, JSON)] = [("id", .string(id)), ("key", .string(id)), ("value", ["rev": .string("0-\(doc.rev)")])]
-                if args.includeDocs {
-                    pairs.append(("doc", .object([("_id", .string(id)), ("_rev", .string("0-\(doc.rev)"))] + doc.body.members)))
+    func designDocs(_ ctx: RequestContext, _ db: Database, rest: [String] = []) throws(CouchError) -> ServerResponse {
+        try namespaceQuery(ctx, rest: rest) { args throws(CouchError) in
+            try db.withLock { () throws(CouchError) -> (JSON, JSON, [JSON]) in
+                let ids = db.sortedIDs.filter { $0.hasPrefix("_design/") && db.docs[$0]?.isDeleted == false }
+                let total = JSON.int(Int64(ids.count))
+                if let keys = args.keys {
+                    return (total, .null, keyRows(db, keys, args, idFilter: { $0.hasPrefix("_design/") }))
                 }
-                return .object(pairs)
+                let (offset, selected) = try selectIDs(ids, args)
+                let rows = selected.compactMap { db.docs[$0].flatMap { docRow(db, $0, args) } }
+                return (total, .int(Int64(offset)), rows)
             }
-            if let keys = args.keys {
-                return keys.map { key in key.stringValue.flatMap(row) ?? .object([("key", key), ("error", "not_found")]) }
-            }
-            let ids = db.local.keys.sorted(by: idLess)
-            return try selectIDs(ids, args).ids.compactMap(row)
         }
-        return Reply.text(200, rowsBody(totalRows: .null, offset: .null, rows: rows))
+    }
+
+    func localDocs(_ ctx: RequestContext, _ db: Database, rest: [String] = []) throws(CouchError) -> ServerResponse {
+        try namespaceQuery(ctx, rest: rest) { args throws(CouchError) in
+            try db.withLock { () throws(CouchError) -> (JSON, JSON, [JSON]) in
+                func row(_ id: String) -> JSON? {
+                    guard let doc = db.local[id] else { return nil }
+                    var pairs: [(String, JSON)] = [
+                        ("id", .string(id)), ("key", .string(id)), ("value", ["rev": .string("0-\(doc.rev)")]),
+                    ]
+                    if args.includeDocs {
+                        pairs.append(
+                            (
+                                "doc",
+                                .object([("_id", .string(id)), ("_rev", .string("0-\(doc.rev)"))] + doc.body.members)
+                            ))
+                    }
+                    return .object(pairs)
+                }
+                if let keys = args.keys {
+                    let rows = keys.map { key in
+                        key.stringValue.flatMap(row) ?? .object([("key", key), ("error", "not_found")])
+                    }
+                    return (.null, .null, rows)
+                }
+                let ids = db.local.keys.sorted(by: idLess)
+                return (.null, .null, try selectIDs(ids, args).ids.compactMap(row))
+            }
+        }
+    }
+
+    /// `_design_docs` and `_local_docs`, and their `/queries` form: one result per query of a
+    /// `{"queries":[…]}` body, as CouchDB answers them.
+    private func namespaceQuery(
+        _ ctx: RequestContext, rest: [String],
+        run: (ViewArgs) throws(CouchError) -> (total: JSON, offset: JSON, rows: [JSON])
+    ) throws(CouchError) -> ServerResponse {
+        let request = ctx.request
+        if rest.first == "queries", rest.count == 1 {
+            guard ctx.method == "POST" else { throw CouchError.methodNotAllowed("POST") }
+            let body = try request.jsonObjectBody()
+            guard let queries = body["queries"]?.arrayValue else {
+                throw CouchError.badRequest("Request body must be a JSON object with a `queries` member")
+            }
+            var results: [String] = []
+            for query in queries {
+                var args = try ViewArgs(query: request)
+                try args.apply(query)
+                let result = try run(args)
+                results.append(
+                    JSON.object([
+                        ("total_rows", result.total), ("offset", result.offset), ("rows", .array(result.rows)),
+                    ])
+                    .serialized)
+            }
+            return Reply.text(200, "{\"results\":[\r\n" + results.joined(separator: ",\r\n") + "\r\n]}\n")
+        }
+        guard rest.isEmpty else { throw CouchError.notFound("missing") }
+        var args = try ViewArgs(query: request)
+        if ctx.method == "POST" { try args.apply(try request.jsonObjectBody()) }
+        let result = try run(args)
+        return Reply.text(200, rowsBody(totalRows: result.total, offset: result.offset, rows: result.rows))
     }
 }

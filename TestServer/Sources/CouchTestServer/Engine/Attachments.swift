@@ -49,9 +49,11 @@ extension CouchEngine {
             response.body = .data(att.encoded ?? Gzip.compress(att.data))
             return response
         }
-        if !compressible, let range = request.headers["Range"], let (start, end) = parseRange(range, length: att.length) {
+        if !compressible, let range = request.headers["Range"], let (start, end) = parseRange(range, length: att.length)
+        {
             if start > end || start >= att.length {
-                return Reply.error(CouchError(416, "requested_range_not_satisfiable", "Requested range not satisfiable"))
+                return Reply.error(
+                    CouchError(416, "requested_range_not_satisfiable", "Requested range not satisfiable"))
             }
             response.status = 206
             response.headers.add("Content-Range", "bytes \(start)-\(end)/\(att.length)")
@@ -81,10 +83,14 @@ extension CouchEngine {
         throws(CouchError) -> ServerResponse
     {
         let request = ctx.request
-        if docID.hasPrefix("_local/") { throw CouchError.badRequest("Attachments are not supported on _local documents") }
+        if docID.hasPrefix("_local/") {
+            throw CouchError.badRequest("Attachments are not supported on _local documents")
+        }
         try validateDocID(docID, db)
         var rev = request.queryValue("rev")
-        if let ifMatch = request.headers["If-Match"] { rev = ifMatch.trimmingCharacters(in: CharacterSet(charactersIn: "\" ")) }
+        if let ifMatch = request.headers["If-Match"] {
+            rev = ifMatch.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
+        }
         if name.hasPrefix("_") {
             throw CouchError.badRequest("Attachment name '\(name)' starts with prohibited character '_'")
         }
@@ -109,18 +115,23 @@ extension CouchEngine {
             }
             var inputs: [AttachmentInput]
             if delete {
-                guard atts.contains(where: { $0.name == name }) else { throw CouchError.notFound("Document is missing attachment") }
+                guard atts.contains(where: { $0.name == name }) else {
+                    throw CouchError.notFound("Document is missing attachment")
+                }
                 inputs = atts.filter { $0.name != name }.map { .keep($0) }
             } else {
                 inputs = [.data(name: name, contentType: contentType, data: body)]
                 inputs += atts.filter { $0.name != name }.map { .keep($0) }
             }
-            return try db.updateInteractive(id: docID, baseRev: rev, deleted: false, body: baseBody, attachments: inputs)
+            return try db.updateInteractive(
+                id: docID, baseRev: rev, deleted: false, body: baseBody, attachments: inputs)
         }
         let result = writeResult(id: docID, rev: newRev)
         if delete { return Reply.json(200, result) }
-        let location = documentLocation(request, db, docID) + "/"
-            + name.split(separator: "/", omittingEmptySubsequences: false).map { encodePathSegment(String($0)) }.joined(separator: "/")
+        let location =
+            documentLocation(request, db, docID) + "/"
+            + name.split(separator: "/", omittingEmptySubsequences: false).map { encodePathSegment(String($0)) }.joined(
+                separator: "/")
         return Reply.json(201, result, headers: [("Location", location)])
     }
 
@@ -128,7 +139,9 @@ extension CouchEngine {
     private func prepareWriteAccess(_ docID: String, _ db: Database, _ user: UserContext) throws(CouchError) {
         if docID.hasPrefix("_design/") {
             let security = db.withLock { db.security }
-            if !isDatabaseAdmin(security, user) { throw CouchError(401, "unauthorized", "You are not a db or server admin.") }
+            if !isDatabaseAdmin(security, user) {
+                throw CouchError(401, "unauthorized", "You are not a db or server admin.")
+            }
         }
     }
 }

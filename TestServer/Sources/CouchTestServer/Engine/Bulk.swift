@@ -9,7 +9,9 @@ extension CouchEngine {
         guard ctx.method == "POST" else { throw CouchError.methodNotAllowed("POST") }
         guard request.contentTypeIsJSON else { throw CouchError.badContentType }
         let body = try request.jsonObjectBody()
-        guard let docs = body["docs"]?.arrayValue else { throw CouchError.badRequest("POST body must include `docs` parameter.") }
+        guard let docs = body["docs"]?.arrayValue else {
+            throw CouchError.badRequest("POST body must include `docs` parameter.")
+        }
         var newEdits = body["new_edits"]?.boolValue ?? true
         if request.queryValue("new_edits") == "false" { newEdits = false }
         if body["all_or_nothing"]?.boolValue == true {
@@ -29,7 +31,8 @@ extension CouchEngine {
             let id = doc.id ?? uuids.next()
             try validateDocID(id, db)
             if !newEdits, doc.rev == nil, doc.revisions == nil {
-                throw CouchError.badRequest("When `new_edits: false`, the document needs `_rev` or `_revisions` specified")
+                throw CouchError.badRequest(
+                    "When `new_edits: false`, the document needs `_rev` or `_revisions` specified")
             }
             parsed.append((id, doc))
         }
@@ -42,9 +45,11 @@ extension CouchEngine {
                         [("_id", .string(id))] + (doc.rev.map { [("_rev", JSON.string($0))] } ?? []) + doc.body.members
                             + (doc.deleted ? [("_deleted", JSON.bool(true))] : []))
                     var localCtx = ctx
-                    localCtx = RequestContext(request: ServerRequest(method: "PUT", rawPath: "/", rawQuery: nil,
-                                                                     headers: request.headers, body: json.data),
-                                              segments: ctx.segments, user: ctx.user)
+                    localCtx = RequestContext(
+                        request: ServerRequest(
+                            method: "PUT", rawPath: "/", rawQuery: nil,
+                            headers: request.headers, body: json.data),
+                        segments: ctx.segments, user: ctx.user)
                     let response = try localDocumentEndpoint(localCtx, db, id: id)
                     if newEdits, case .data(let data) = response.body, let result = try? JSON.parse(data) {
                         results.append(result)
@@ -54,19 +59,22 @@ extension CouchEngine {
                 try prepareWrite(&doc, id: id, db: db, user: ctx.user)
                 if newEdits {
                     let rev = try db.withLock { () throws(CouchError) -> String in
-                        try db.updateInteractive(id: id, baseRev: doc.rev, deleted: doc.deleted, body: doc.body,
-                                                 attachments: doc.attachments)
+                        try db.updateInteractive(
+                            id: id, baseRev: doc.rev, deleted: doc.deleted, body: doc.body,
+                            attachments: doc.attachments)
                     }
                     results.append(writeResult(id: id, rev: rev))
                 } else {
                     let revs = doc.revisions ?? [doc.rev!]
                     try db.withLock { () throws(CouchError) in
-                        try db.updateReplicated(id: id, revs: revs, deleted: doc.deleted, body: doc.body,
-                                                attachments: doc.attachments)
+                        try db.updateReplicated(
+                            id: id, revs: revs, deleted: doc.deleted, body: doc.body,
+                            attachments: doc.attachments)
                     }
                 }
             } catch {
-                results.append(.object([("id", .string(id)), ("error", .string(error.error)), ("reason", .string(error.reason))]))
+                results.append(
+                    .object([("id", .string(id)), ("error", .string(error.error)), ("reason", .string(error.reason))]))
             }
         }
         return Reply.json(201, .array(results))
@@ -85,12 +93,18 @@ extension CouchEngine {
         var results: [JSON] = []
         for spec in docs {
             guard let id = spec["id"]?.stringValue else {
-                let error: JSON = .object([("rev", .null), ("reason", "document id missed"), ("id", .null), ("error", "bad_request")])
+                let error: JSON = .object([
+                    ("rev", .null), ("reason", "document id missed"), ("id", .null), ("error", "bad_request"),
+                ])
                 results.append(.object([("id", .null), ("docs", .array([["error": error]]))]))
                 continue
             }
             func error(_ rev: JSON, _ reason: String, _ kind: String) -> JSON {
-                ["error": .object([("rev", rev), ("reason", .string(reason)), ("id", .string(id)), ("error", .string(kind))])]
+                [
+                    "error": .object([
+                        ("rev", rev), ("reason", .string(reason)), ("id", .string(id)), ("error", .string(kind)),
+                    ])
+                ]
             }
             if let since = spec["atts_since"]?.arrayValue { opts.attsSince = since.compactMap(\.stringValue) }
             let rev = spec["rev"]?.stringValue
@@ -104,7 +118,8 @@ extension CouchEngine {
                     return [error(.string(rev), "missing", "not_found")]
                 }
                 if latest {
-                    let leaves = entry.sortedLeaves.filter { leaf in entry.path(to: leaf.rev).contains { $0.rev == rev } }
+                    let leaves = entry.sortedLeaves.filter { leaf in entry.path(to: leaf.rev).contains { $0.rev == rev }
+                    }
                     return leaves.map { ["ok": renderDocument(entry, $0, opts)] }
                 }
                 return [["ok": renderDocument(entry, node, opts)]]
@@ -149,7 +164,8 @@ extension CouchEngine {
     func missingRevs(_ ctx: RequestContext, _ db: Database) throws(CouchError) -> ServerResponse {
         guard ctx.method == "POST" else { throw CouchError.methodNotAllowed("POST") }
         let body = try ctx.request.jsonObjectBody()
-        let result: [(String, JSON)] = missing(db, body).map { id, missing, _ in (id, .array(missing.map(JSON.string))) }
+        let result: [(String, JSON)] = missing(db, body).map { id, missing, _ in (id, .array(missing.map(JSON.string)))
+        }
         return Reply.json(200, ["missing_revs": .object(result)])
     }
 

@@ -52,7 +52,11 @@ extension CouchEngine {
         args.render.attachments = request.flag("attachments")
         args.render.attEncodingInfo = request.flag("att_encoding_info")
         if let h = request.queryValue("heartbeat") {
-            if h == "true" { args.heartbeat = 60000 } else if let n = Int(h), n > 0 { args.heartbeat = n } else if h != "false" {
+            if h == "true" {
+                args.heartbeat = 60000
+            } else if let n = Int(h), n > 0 {
+                args.heartbeat = n
+            } else if h != "false" {
                 throw CouchError.badRequest("Invalid heartbeat value. Expecting a positive integer value (or `true`).")
             }
         }
@@ -91,7 +95,9 @@ extension CouchEngine {
                 throw CouchError.badRequest("`view` filter parameter is not provided.")
             }
             let parts = view.split(separator: "/", maxSplits: 1).map(String.init)
-            guard parts.count == 2 else { throw CouchError.badRequest("`view` must be of the form `designname/viewname`") }
+            guard parts.count == 2 else {
+                throw CouchError.badRequest("`view` must be of the form `designname/viewname`")
+            }
             let ddoc = db.withLock { db.docs["_design/" + parts[0]].flatMap { $0.isDeleted ? nil : $0.winner?.body } }
             guard let ddoc else { throw CouchError.notFound("missing") }
             guard ddoc["views"]?[parts[1]] != nil else { throw CouchError.notFound("missing_named_view") }
@@ -114,7 +120,9 @@ extension CouchEngine {
     }
 
     /// One batch of changes after `since` (lock held). Returns the rows, the last sequence and `pending`.
-    private func collectChanges(_ db: Database, since: Int, args: ChangesArgs, limit: Int?) -> (rows: [JSON], lastSeq: Int, pending: Int) {
+    private func collectChanges(_ db: Database, since: Int, args: ChangesArgs, limit: Int?) -> (
+        rows: [JSON], lastSeq: Int, pending: Int
+    ) {
         let total = db.countChanges(since: 0)
         var entries: [DocEntry]
         var pending: Int
@@ -275,7 +283,8 @@ extension CouchEngine {
                     if remaining! <= 0 {
                         if !eventSource {
                             let last: JSON = .object([
-                                ("last_seq", .string(SequenceToken.encode(since, db: db.name))), ("pending", .int(Int64(batch.pending))),
+                                ("last_seq", .string(SequenceToken.encode(since, db: db.name))),
+                                ("pending", .int(Int64(batch.pending))),
                             ])
                             writer.write(Data((last.serialized + "\n").utf8))
                         }

@@ -49,7 +49,10 @@ final class Database: @unchecked Sendable {
 
     static let defaultSecurity: JSON = ["members": ["roles": ["_admin"]], "admins": ["roles": ["_admin"]]]
 
-    init(name: String, instanceStartTime: Int, partitioned: Bool, q: Int, n: Int, security: JSON = Database.defaultSecurity) {
+    init(
+        name: String, instanceStartTime: Int, partitioned: Bool, q: Int, n: Int,
+        security: JSON = Database.defaultSecurity
+    ) {
         self.name = name
         self.instanceStartTime = instanceStartTime
         self.partitioned = partitioned
@@ -77,7 +80,8 @@ final class Database: @unchecked Sendable {
 
     /// Documents changed after `since`, in sequence order (each document once, at its latest change).
     func changedDocs(since: Int) -> [DocEntry] {
-        var lo = 0, hi = seqLog.count
+        var lo = 0
+        var hi = seqLog.count
         while lo < hi {
             let mid = (lo + hi) / 2
             if seqLog[mid].seq <= since { lo = mid + 1 } else { hi = mid }
@@ -125,7 +129,8 @@ final class Database: @unchecked Sendable {
         entry.seq = seq
         docs[id] = entry
         if before == nil { sortedIDCache = nil }
-        let a = countState(before), b = countState(entry)
+        let a = countState(before)
+        let b = countState(entry)
         docCount += b.live - a.live
         delCount += b.deleted - a.deleted
         updateSeq = max(updateSeq, seq)
@@ -142,11 +147,15 @@ final class Database: @unchecked Sendable {
             var records: [JSON] = []
             for node in nodes {
                 for att in node.atts where !loggedBlobs.contains(att.digest) {
-                    records.append(["op": "blob", "d": .string(att.digest), "b": .string(att.data.base64EncodedString())])
+                    records.append([
+                        "op": "blob", "d": .string(att.digest), "b": .string(att.data.base64EncodedString()),
+                    ])
                     loggedBlobs.insert(att.digest)
                 }
             }
-            records.append(["op": "doc", "id": .string(id), "seq": .int(Int64(seq)), "add": .array(nodes.map(Database.encode))])
+            records.append([
+                "op": "doc", "id": .string(id), "seq": .int(Int64(seq)), "add": .array(nodes.map(Database.encode)),
+            ])
             try log.append(records)
         }
         apply(id: id, nodes: nodes, seq: seq)
@@ -163,7 +172,10 @@ final class Database: @unchecked Sendable {
                 "a",
                 .array(
                     node.atts.map {
-                        ["n": .string($0.name), "ct": .string($0.contentType), "dg": .string($0.digest), "rp": .int(Int64($0.revpos))]
+                        [
+                            "n": .string($0.name), "ct": .string($0.contentType), "dg": .string($0.digest),
+                            "rp": .int(Int64($0.revpos)),
+                        ]
                     })
             ),
         ])
@@ -178,8 +190,9 @@ final class Database: @unchecked Sendable {
                 revpos: Int(a["rp"]?.intValue ?? 1), data: blobs[digest] ?? Data(), digest: digest)
         }
         let body = json["b"].flatMap { $0.isNull ? nil : $0 }
-        return RevNode(pos: pos, hash: hash, parent: json["p"]?.stringValue, deleted: json["d"]?.boolValue ?? false,
-                       body: body, atts: atts)
+        return RevNode(
+            pos: pos, hash: hash, parent: json["p"]?.stringValue, deleted: json["d"]?.boolValue ?? false,
+            body: body, atts: atts)
     }
 
     func noteBlobLogged(_ digest: String) { loggedBlobs.insert(digest) }
@@ -263,8 +276,9 @@ final class Database: @unchecked Sendable {
             }
         }
         let atts = try resolveAttachments(attachments, parent: existingParent, entry: entry, newPos: leafPos)
-        newNodes[0] = RevNode(pos: leafPos, hash: leafHash, parent: newNodes[0].parent, deleted: deleted, body: body,
-                              atts: atts)
+        newNodes[0] = RevNode(
+            pos: leafPos, hash: leafHash, parent: newNodes[0].parent, deleted: deleted, body: body,
+            atts: atts)
         try commit(id: id, nodes: newNodes)
     }
 

@@ -39,7 +39,8 @@ struct DocRenderOptions {
             conflicts = true
             deletedConflicts = true
         }
-        if let since = request.queryValue("atts_since"), let value = try? JSON.parse(since), let list = value.arrayValue {
+        if let since = request.queryValue("atts_since"), let value = try? JSON.parse(since), let list = value.arrayValue
+        {
             attsSince = list.compactMap(\.stringValue)
         }
     }
@@ -73,7 +74,9 @@ extension CouchEngine {
             }
             switch key {
             case "_id":
-                guard let s = value.stringValue else { throw CouchError(400, "illegal_docid", "Document id must be a string") }
+                guard let s = value.stringValue else {
+                    throw CouchError(400, "illegal_docid", "Document id must be a string")
+                }
                 doc.id = s
             case "_rev":
                 guard let s = value.stringValue else { throw CouchError.badRequest("Invalid rev format") }
@@ -86,7 +89,9 @@ extension CouchEngine {
                 }
                 var revs: [String] = []
                 for (i, id) in ids.enumerated() {
-                    guard let h = id.stringValue else { throw CouchError(400, "doc_validation", "RevId isn't a string") }
+                    guard let h = id.stringValue else {
+                        throw CouchError(400, "doc_validation", "RevId isn't a string")
+                    }
                     revs.append("\(Int(start) - i)-\(h)")
                 }
                 doc.revisions = revs
@@ -96,18 +101,26 @@ extension CouchEngine {
                 }
                 doc.hasAttachments = true
                 for (name, spec) in atts {
-                    guard case .object = spec else { throw CouchError.badRequest("Invalid attachment stub for \(name)") }
+                    guard case .object = spec else {
+                        throw CouchError.badRequest("Invalid attachment stub for \(name)")
+                    }
                     if spec["stub"]?.boolValue == true {
                         doc.attachments.append(
-                            .stub(name: name, revpos: spec["revpos"]?.intValue.map { Int($0) }, digest: spec["digest"]?.stringValue))
+                            .stub(
+                                name: name, revpos: spec["revpos"]?.intValue.map { Int($0) },
+                                digest: spec["digest"]?.stringValue))
                     } else if let dataText = spec["data"]?.stringValue {
                         guard let data = Data(base64Encoded: dataText) else {
                             throw CouchError.badRequest("Invalid attachment data for \(name)")
                         }
                         doc.attachments.append(
-                            .data(name: name, contentType: spec["content_type"]?.stringValue ?? "application/octet-stream", data: data))
+                            .data(
+                                name: name,
+                                contentType: spec["content_type"]?.stringValue ?? "application/octet-stream", data: data
+                            ))
                     } else if spec["follows"]?.boolValue == true {
-                        throw CouchError.badRequest("Attachment \(name) uses `follows`, which needs a multipart/related request")
+                        throw CouchError.badRequest(
+                            "Attachment \(name) uses `follows`, which needs a multipart/related request")
                     } else {
                         throw CouchError.badRequest("Invalid attachment data for \(name)")
                     }
@@ -124,14 +137,17 @@ extension CouchEngine {
     func validateDocID(_ id: String, _ db: Database) throws(CouchError) {
         if id.isEmpty { throw CouchError(400, "illegal_docid", "Document id must not be empty") }
         if id.hasPrefix("_design/") || id.hasPrefix("_local/") {
-            if id == "_design/" || id == "_local/" { throw CouchError(400, "illegal_docid", "Illegal document id `\(id)`") }
+            if id == "_design/" || id == "_local/" {
+                throw CouchError(400, "illegal_docid", "Illegal document id `\(id)`")
+            }
             return
         }
         if id.hasPrefix("_") {
             throw CouchError(400, "illegal_docid", "Only reserved document ids may start with underscore.")
         }
         if db.partitioned {
-            guard let colon = id.firstIndex(of: ":"), colon != id.startIndex, id.index(after: colon) != id.endIndex else {
+            guard let colon = id.firstIndex(of: ":"), colon != id.startIndex, id.index(after: colon) != id.endIndex
+            else {
                 throw CouchError(400, "illegal_docid", "Doc id must be of form partition:id")
             }
             if id.hasPrefix("_") {
@@ -153,7 +169,8 @@ extension CouchEngine {
                 if let map = def["map"]?.stringValue, !javascriptLooksComplete(map) {
                     throw CouchError(
                         400, "compilation_error",
-                        "Compilation of the map function in the '\(view)' view failed: SyntaxError: unexpected token in expression: '' (\(map))")
+                        "Compilation of the map function in the '\(view)' view failed: SyntaxError: unexpected token in expression: '' (\(map))"
+                    )
                 }
             }
         }
@@ -174,7 +191,12 @@ extension CouchEngine {
                 while let d = chars.popFirst(), d != "\n" {}
             case "/" where chars.first == "*":
                 _ = chars.popFirst()
-                while let d = chars.popFirst() { if d == "*", chars.first == "/" { _ = chars.popFirst(); break } }
+                while let d = chars.popFirst() {
+                    if d == "*", chars.first == "/" {
+                        _ = chars.popFirst()
+                        break
+                    }
+                }
             case "(", "[", "{": stack.append(c)
             case ")", "]", "}":
                 let open: Character = c == ")" ? "(" : (c == "]" ? "[" : "{")
@@ -206,8 +228,10 @@ extension CouchEngine {
                 ("password_scheme", "pbkdf2"), ("pbkdf2_prf", "sha256"), ("salt", .string(salt)),
                 ("iterations", .int(Int64(iterations))), ("derived_key", .string(derived)),
             ]
-            let hashFields: Set<String> = ["password", "password_scheme", "pbkdf2_prf", "salt", "iterations", "derived_key",
-                                           "password_sha"]
+            let hashFields: Set<String> = [
+                "password", "password_scheme", "pbkdf2_prf", "salt", "iterations", "derived_key",
+                "password_sha",
+            ]
             pairs.append(contentsOf: body.members.filter { !hashFields.contains($0.0) })
             doc.body = .object(pairs)
         }
@@ -222,7 +246,8 @@ extension CouchEngine {
         if node.deleted { pairs.append(("_deleted", true)) }
         if opts.revs {
             let path = entry.path(to: node.rev)
-            pairs.append(("_revisions", ["start": .int(Int64(node.pos)), "ids": .array(path.map { .string($0.hash) })]))
+            pairs.append(
+                ("_revisions", ["start": .int(Int64(node.pos)), "ids": .array(path.map { .string($0.hash) })]))
         }
         if opts.revsInfo {
             let path = entry.path(to: node.rev)
@@ -309,7 +334,9 @@ extension CouchEngine {
         let (entry, node): (DocEntry, RevNode) = try db.withLock { () throws(CouchError) -> (DocEntry, RevNode) in
             guard let entry = db.docs[id], let winner = entry.winner else { throw CouchError.notFound("missing") }
             if let rev {
-                guard let node = entry.nodes[rev], node.body != nil || node.deleted else { throw CouchError.notFound("missing") }
+                guard let node = entry.nodes[rev], node.body != nil || node.deleted else {
+                    throw CouchError.notFound("missing")
+                }
                 if request.flag("latest"), let leaf = latestLeaf(entry, rev) { return (entry, leaf) }
                 return (entry, node)
             }
@@ -317,7 +344,8 @@ extension CouchEngine {
             return (entry, winner)
         }
         let doc = renderDocument(entry, node, opts)
-        let hasMeta = doc["_revs_info"] != nil || doc["_conflicts"] != nil || doc["_deleted_conflicts"] != nil
+        let hasMeta =
+            doc["_revs_info"] != nil || doc["_conflicts"] != nil || doc["_deleted_conflicts"] != nil
             || doc["_local_seq"] != nil
         if hasMeta { return Reply.json(200, doc) }
         let etag = "\"\(node.rev)\""
@@ -362,7 +390,8 @@ extension CouchEngine {
             var out: [(JSON, RevNode?)] = []
             for rev in requested {
                 if latest, entry.nodes[rev] != nil {
-                    let leaves = entry.sortedLeaves.filter { leaf in entry.path(to: leaf.rev).contains { $0.rev == rev } }
+                    let leaves = entry.sortedLeaves.filter { leaf in entry.path(to: leaf.rev).contains { $0.rev == rev }
+                    }
                     for leaf in leaves { out.append((["ok": renderDocument(entry, leaf, opts)], leaf)) }
                 } else if let node = entry.nodes[rev], node.body != nil || node.deleted {
                     out.append((["ok": renderDocument(entry, node, opts)], node))
@@ -380,7 +409,8 @@ extension CouchEngine {
         var data = Data()
         for (result, node) in results {
             data += Data("--\(boundary)\r\n".utf8)
-            data += openRevsPart(result, entry: entry, node: node, attachments: opts.attachments)
+            // CouchDB always sends attachments (and their encoding info) in multipart open_revs.
+            data += openRevsPart(result, entry: entry, node: node, attachments: true)
             data += Data("\r\n".utf8)
         }
         data += Data("--\(boundary)--".utf8)
@@ -420,22 +450,27 @@ extension CouchEngine {
         if request.queryValue("new_edits") == "false" {
             let revs = doc.revisions ?? rev.map { [$0] } ?? []
             guard !revs.isEmpty else {
-                throw CouchError.badRequest("When `new_edits: false`, the document needs `_rev` or `_revisions` specified")
+                throw CouchError.badRequest(
+                    "When `new_edits: false`, the document needs `_rev` or `_revisions` specified")
             }
             try db.withLock { () throws(CouchError) in
-                try db.updateReplicated(id: id, revs: revs, deleted: doc.deleted, body: doc.body, attachments: doc.attachments)
+                try db.updateReplicated(
+                    id: id, revs: revs, deleted: doc.deleted, body: doc.body, attachments: doc.attachments)
             }
-            return Reply.json(201, writeResult(id: id, rev: revs[0]),
-                              headers: [("ETag", "\"\(revs[0])\""), ("Location", documentLocation(request, db, id))])
+            return Reply.json(
+                201, writeResult(id: id, rev: revs[0]),
+                headers: [("ETag", "\"\(revs[0])\""), ("Location", documentLocation(request, db, id))])
         }
         let newRev = try db.withLock { () throws(CouchError) -> String in
-            try db.updateInteractive(id: id, baseRev: rev, deleted: doc.deleted, body: doc.body, attachments: doc.attachments)
+            try db.updateInteractive(
+                id: id, baseRev: rev, deleted: doc.deleted, body: doc.body, attachments: doc.attachments)
         }
         if request.queryValue("batch") == "ok" {
             return Reply.json(202, .object([("ok", true), ("id", .string(id))]))
         }
-        return Reply.json(doc.deleted ? 200 : 201, writeResult(id: id, rev: newRev),
-                          headers: [("ETag", "\"\(newRev)\""), ("Location", documentLocation(request, db, id))])
+        return Reply.json(
+            doc.deleted ? 200 : 201, writeResult(id: id, rev: newRev),
+            headers: [("ETag", "\"\(newRev)\""), ("Location", documentLocation(request, db, id))])
     }
 
     func postDocument(_ ctx: RequestContext, _ db: Database) throws(CouchError) -> ServerResponse {
@@ -452,16 +487,19 @@ extension CouchEngine {
         try validateDocID(id, db)
         try prepareWrite(&doc, id: id, db: db, user: ctx.user)
         let newRev = try db.withLock { () throws(CouchError) -> String in
-            try db.updateInteractive(id: id, baseRev: doc.rev, deleted: doc.deleted, body: doc.body,
-                                     attachments: doc.attachments)
+            try db.updateInteractive(
+                id: id, baseRev: doc.rev, deleted: doc.deleted, body: doc.body,
+                attachments: doc.attachments)
         }
         if request.queryValue("batch") == "ok" {
             return Reply.json(202, .object([("ok", true), ("id", .string(id))]))
         }
-        return Reply.json(201, writeResult(id: id, rev: newRev), headers: [("Location", documentLocation(request, db, id))])
+        return Reply.json(
+            201, writeResult(id: id, rev: newRev), headers: [("Location", documentLocation(request, db, id))])
     }
 
-    private func deleteDocument(_ ctx: RequestContext, _ db: Database, id: String) throws(CouchError) -> ServerResponse {
+    private func deleteDocument(_ ctx: RequestContext, _ db: Database, id: String) throws(CouchError) -> ServerResponse
+    {
         let request = ctx.request
         let rev = try baseRevision(request, bodyRev: nil)
         var doc = ParsedDoc()
@@ -494,7 +532,9 @@ extension CouchEngine {
         let (body, atts): (JSON, [Attachment]) = try db.withLock { () throws(CouchError) -> (JSON, [Attachment]) in
             guard let entry = db.docs[id], let winner = entry.winner else { throw CouchError.notFound("missing") }
             if let sourceRev {
-                guard let node = entry.nodes[sourceRev], let body = node.body else { throw CouchError.notFound("missing") }
+                guard let node = entry.nodes[sourceRev], let body = node.body else {
+                    throw CouchError.notFound("missing")
+                }
                 return (body, node.atts)
             }
             if winner.deleted { throw CouchError.notFound("deleted") }
@@ -504,11 +544,13 @@ extension CouchEngine {
         doc.body = body
         try prepareWrite(&doc, id: destID, db: db, user: ctx.user)
         let newRev = try db.withLock { () throws(CouchError) -> String in
-            try db.updateInteractive(id: destID, baseRev: destRev, deleted: false, body: doc.body,
-                                     attachments: atts.map { .data(name: $0.name, contentType: $0.contentType, data: $0.data) })
+            try db.updateInteractive(
+                id: destID, baseRev: destRev, deleted: false, body: doc.body,
+                attachments: atts.map { .data(name: $0.name, contentType: $0.contentType, data: $0.data) })
         }
-        return Reply.json(201, writeResult(id: destID, rev: newRev),
-                          headers: [("ETag", "\"\(newRev)\""), ("Location", documentLocation(request, db, destID))])
+        return Reply.json(
+            201, writeResult(id: destID, rev: newRev),
+            headers: [("ETag", "\"\(newRev)\""), ("Location", documentLocation(request, db, destID))])
     }
 
     // MARK: - _local documents
@@ -541,7 +583,9 @@ extension CouchEngine {
         }
     }
 
-    private func putLocal(_ ctx: RequestContext, _ db: Database, id: String, json: JSON) throws(CouchError) -> ServerResponse {
+    private func putLocal(_ ctx: RequestContext, _ db: Database, id: String, json: JSON) throws(CouchError)
+        -> ServerResponse
+    {
         let request = ctx.request
         guard case .object(let pairs) = json else { throw CouchError.badRequest("Document must be a JSON object") }
         var body: [(String, JSON)] = []
@@ -562,7 +606,9 @@ extension CouchEngine {
             let existing = db.local[id]
             var base = 0
             if let rev {
-                guard let parsed = parseRev(rev), parsed.pos == 0, let n = Int(parsed.hash) else { throw CouchError.conflict }
+                guard let parsed = parseRev(rev), parsed.pos == 0, let n = Int(parsed.hash) else {
+                    throw CouchError.conflict
+                }
                 if let existing, existing.rev != n { throw CouchError.conflict }
                 if existing == nil, n != 0 { throw CouchError.conflict }
                 base = n

@@ -55,7 +55,8 @@ extension CouchEngine {
                 if let s = value[section] {
                     guard s.isObject else { throw CouchError(500, "error", "no_majority") }
                     for list in ["names", "roles"] {
-                        if let l = s[list], l.arrayValue == nil || !(l.arrayValue!.allSatisfy { $0.stringValue != nil }) {
+                        if let l = s[list], l.arrayValue == nil || !(l.arrayValue!.allSatisfy { $0.stringValue != nil })
+                        {
                             throw CouchError(500, "error", "no_majority")
                         }
                     }
@@ -145,7 +146,9 @@ extension CouchEngine {
     }
 
     /// Copies every leaf revision (with its history and attachments) the target lacks, from `since` on.
-    func replicateOnce(_ sourceDB: Database, _ targetDB: Database, docIDs: [String]?, since: Int = 0) -> ReplicationStats {
+    func replicateOnce(_ sourceDB: Database, _ targetDB: Database, docIDs: [String]?, since: Int = 0)
+        -> ReplicationStats
+    {
         var stats = ReplicationStats()
         stats.sourceName = sourceDB.name
         let (entries, lastSeq): ([DocEntry], Int) = sourceDB.withLock {
@@ -189,7 +192,8 @@ extension CouchEngine {
         let docIDs = body["doc_ids"]?.arrayValue?.compactMap(\.stringValue)
         if body["continuous"]?.boolValue == true {
             let id = replicationID(body)
-            startContinuousReplication(id: id, docID: nil, body: body, source: sourceDB, target: targetDB, docIDs: docIDs)
+            startContinuousReplication(
+                id: id, docID: nil, body: body, source: sourceDB, target: targetDB, docIDs: docIDs)
             return Reply.json(202, ["ok": true, "_local_id": .string(id)])
         }
         let startTime = httpDate(clock.now)

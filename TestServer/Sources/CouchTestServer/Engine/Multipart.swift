@@ -18,7 +18,9 @@ enum MIME {
             let kv = param.split(separator: "=", maxSplits: 1)
             guard kv.count == 2, kv[0].trimmingCharacters(in: .whitespaces).lowercased() == "boundary" else { continue }
             var value = kv[1].trimmingCharacters(in: .whitespaces)
-            if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 { value = String(value.dropFirst().dropLast()) }
+            if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 {
+                value = String(value.dropFirst().dropLast())
+            }
             return value
         }
         return nil
@@ -34,7 +36,9 @@ enum MIME {
             if body[cursor...].starts(with: Data("--".utf8)) { break }
             guard let lineEnd = body.range(of: Data("\r\n".utf8), in: cursor..<body.endIndex) else { return nil }
             let headerStart = lineEnd.upperBound
-            guard let next = body.range(of: Data("\r\n".utf8) + delimiter, in: headerStart..<body.endIndex) else { return nil }
+            guard let next = body.range(of: Data("\r\n".utf8) + delimiter, in: headerStart..<body.endIndex) else {
+                return nil
+            }
             let partData = body[headerStart..<next.lowerBound]
             var headers = HTTPHeaders()
             var content = Data(partData)
@@ -42,7 +46,8 @@ enum MIME {
                 let headerText = String(decoding: partData[partData.startIndex..<split.lowerBound], as: UTF8.self)
                 for line in headerText.components(separatedBy: "\r\n") where !line.isEmpty {
                     guard let colon = line.firstIndex(of: ":") else { continue }
-                    headers.add(String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+                    headers.add(
+                        String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
                 }
                 content = Data(partData[split.upperBound...])
             } else if partData.starts(with: Data("\r\n".utf8)) {
@@ -61,7 +66,9 @@ enum MIME {
             let kv = param.split(separator: "=", maxSplits: 1)
             guard kv.count == 2, kv[0].trimmingCharacters(in: .whitespaces) == "filename" else { continue }
             var value = kv[1].trimmingCharacters(in: .whitespaces)
-            if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 { value = String(value.dropFirst().dropLast()) }
+            if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 {
+                value = String(value.dropFirst().dropLast())
+            }
             return value
         }
         return nil
@@ -88,8 +95,15 @@ extension CouchEngine {
             let index = remaining.firstIndex { MIME.filename($0) == name } ?? remaining.indices.first
             guard let index else { throw CouchError.badRequest("Missing attachment data for \(name)") }
             let part = remaining.remove(at: index)
-            let contentType = spec["content_type"]?.stringValue ?? part.headers["Content-Type"] ?? "application/octet-stream"
-            atts.append((name, .object([("content_type", .string(contentType)), ("data", .string(part.body.base64EncodedString()))])))
+            let contentType =
+                spec["content_type"]?.stringValue ?? part.headers["Content-Type"] ?? "application/octet-stream"
+            atts.append(
+                (
+                    name,
+                    .object([
+                        ("content_type", .string(contentType)), ("data", .string(part.body.base64EncodedString())),
+                    ])
+                ))
         }
         if doc["_attachments"] != nil { doc = doc.setting("_attachments", .object(atts)) }
         return doc
@@ -101,19 +115,34 @@ extension CouchEngine {
             return Data("Content-Type: application/json\r\n\r\n".utf8) + (result["ok"] ?? result).data
         }
         let inner = Crypto.hex(Crypto.randomBytes(16))
+        // As CouchDB's send_docs_multipart: every attachment follows, and compressible ones go
+        // as stored, gzip-encoded, with `encoding` and `encoded_length` in their stubs.
         var stubs: [(String, JSON)] = []
+        var bodies: [(Attachment, Data, Bool)] = []
         for att in node.atts {
-            stubs.append((att.name, .object([
+            var stub: [(String, JSON)] = [
                 ("content_type", .string(att.contentType)), ("revpos", .int(Int64(att.revpos))),
                 ("digest", .string(att.digest)), ("length", .int(Int64(att.length))), ("follows", true),
-            ])))
+            ]
+            if att.isCompressible {
+                let encoded = att.encoded ?? Gzip.compress(att.data)
+                stub += [("encoding", "gzip"), ("encoded_length", .int(Int64(encoded.count)))]
+                bodies.append((att, encoded, true))
+            } else {
+                bodies.append((att, att.data, false))
+            }
+            stubs.append((att.name, .object(stub)))
         }
         var out = Data("Content-Type: multipart/related; boundary=\"\(inner)\"\r\n\r\n".utf8)
         out += Data("--\(inner)\r\nContent-Type: application/json\r\n\r\n".utf8)
         out += doc.setting("_attachments", .object(stubs)).data
-        for att in node.atts {
-            out += Data("\r\n--\(inner)\r\nContent-Disposition: attachment; filename=\"\(att.name)\"\r\nContent-Type: \(att.contentType)\r\nContent-Length: \(att.length)\r\n\r\n".utf8)
-            out += att.data
+        for (att, body, gzipped) in bodies {
+            var head = "\r\n--\(inner)\r\nContent-Disposition: attachment; filename=\"\(att.name)\"\r\n"
+            head += "Content-Type: \(att.contentType)\r\n"
+            if gzipped { head += "Content-Encoding: gzip\r\n" }
+            head += "Content-Length: \(body.count)\r\n\r\n"
+            out += Data(head.utf8)
+            out += body
         }
         out += Data("\r\n--\(inner)--".utf8)
         return out

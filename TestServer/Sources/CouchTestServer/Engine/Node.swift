@@ -17,10 +17,19 @@ final class NodeState: @unchecked Sendable {
                 "max_document_size": "8000000", "uuid": "", "database_dir": "./data", "view_index_dir": "./data",
                 "default_security": "admin_only", "max_dbs_open": "500",
             ],
-            "chttpd": ["port": "5984", "bind_address": "127.0.0.1", "require_valid_user": "false", "max_http_request_size": "4294967296"],
-            "chttpd_auth": ["timeout": String(options.sessionTimeout), "allow_persistent_cookies": "true", "iterations": String(options.passwordIterations)],
+            "chttpd": [
+                "port": "5984", "bind_address": "127.0.0.1", "require_valid_user": "false",
+                "max_http_request_size": "4294967296",
+            ],
+            "chttpd_auth": [
+                "timeout": String(options.sessionTimeout), "allow_persistent_cookies": "true",
+                "iterations": String(options.passwordIterations),
+            ],
             "couch_httpd_auth": ["authentication_db": "_users"],
-            "attachments": ["compression_level": "8", "compressible_types": "text/*, application/javascript, application/json, application/xml"],
+            "attachments": [
+                "compression_level": "8",
+                "compressible_types": "text/*, application/javascript, application/json, application/xml",
+            ],
             "cluster": ["q": "2", "n": "1"],
             "log": ["level": "info"],
             "admins": [options.adminName: "-pbkdf2-hidden"],
@@ -76,21 +85,37 @@ extension CouchEngine {
         case "_config":
             return try configEndpoint(ctx, Array(segments.dropFirst(3)))
         case "_stats":
-            return Reply.json(200, [
+            let stats: JSON = [
                 "couchdb": [
-                    "request_time": ["value": ["min": 0, "max": 0, "arithmetic_mean": 0], "type": "histogram", "desc": "length of a request inside CouchDB without MochiWeb"],
-                    "open_databases": ["value": .int(Int64(allDatabaseNames().count)), "type": "counter", "desc": "number of open databases"],
-                ],
-            ])
+                    "request_time": [
+                        "value": ["min": 0, "max": 0, "arithmetic_mean": 0], "type": "histogram",
+                        "desc": "length of a request inside CouchDB without MochiWeb",
+                    ],
+                    "open_databases": [
+                        "value": .int(Int64(allDatabaseNames().count)), "type": "counter",
+                        "desc": "number of open databases",
+                    ],
+                ]
+            ]
+            // `_stats/{group}/{metric}` answers just that part of the tree, as CouchDB does.
+            var selected = stats
+            for name in segments.dropFirst(3) {
+                guard let next = selected[name] else { throw CouchError.notFound("missing") }
+                selected = next
+            }
+            return Reply.json(200, selected)
         case "_system":
             let uptime = Int64(Date().timeIntervalSince(node.startTime))
-            return Reply.json(200, [
-                "uptime": .int(uptime), "memory": ["other": 0, "atom": 0, "processes": 0, "binary": 0, "ets": 0],
-                "run_queue": 0, "ets_table_count": 0, "context_switches": 0, "reductions": 0, "garbage_collection_count": 0,
-                "words_reclaimed": 0, "io_input": 0, "io_output": 0, "os_proc_count": 0, "stale_proc_count": 0,
-                "process_count": 0, "process_limit": 262144, "message_queues": [:], "internal_replication_jobs": 0,
-                "distribution": [:],
-            ])
+            return Reply.json(
+                200,
+                [
+                    "uptime": .int(uptime), "memory": ["other": 0, "atom": 0, "processes": 0, "binary": 0, "ets": 0],
+                    "run_queue": 0, "ets_table_count": 0, "context_switches": 0, "reductions": 0,
+                    "garbage_collection_count": 0,
+                    "words_reclaimed": 0, "io_input": 0, "io_output": 0, "os_proc_count": 0, "stale_proc_count": 0,
+                    "process_count": 0, "process_limit": 262144, "message_queues": [:], "internal_replication_jobs": 0,
+                    "distribution": [:],
+                ])
         case "_versions":
             return Reply.json(200, ["erlang_version": "26", "javascript_engine": ["name": "none", "version": "0"]])
         default:
@@ -103,9 +128,10 @@ extension CouchEngine {
         case 0:
             guard ctx.method == "GET" || ctx.method == "HEAD" else { throw CouchError.methodNotAllowed("GET") }
             let config = node.withLock { node.config }
-            let body: JSON = .object(config.keys.sorted().map { section in
-                (section, .object(config[section]!.keys.sorted().map { ($0, JSON.string(config[section]![$0]!)) }))
-            })
+            let body: JSON = .object(
+                config.keys.sorted().map { section in
+                    (section, .object(config[section]!.keys.sorted().map { ($0, JSON.string(config[section]![$0]!)) }))
+                })
             return Reply.json(200, body)
         case 1:
             guard ctx.method == "GET" || ctx.method == "HEAD" else { throw CouchError.methodNotAllowed("GET") }
@@ -147,7 +173,9 @@ extension CouchEngine {
         let feed = request.queryValue("feed") ?? "normal"
         var since = 0
         if let s = request.queryValue("since") {
-            if s == "now" { since = self.node.withLock { self.node.updateSeq } } else {
+            if s == "now" {
+                since = self.node.withLock { self.node.updateSeq }
+            } else {
                 guard let n = SequenceToken.decode(s) else {
                     throw CouchError.badRequest("Malformed sequence supplied in 'since' parameter.")
                 }
@@ -157,7 +185,10 @@ extension CouchEngine {
         let timeout = Double(Int(request.queryValue("timeout") ?? "") ?? 60000) / 1000
         let heartbeat = request.queryValue("heartbeat").flatMap { $0 == "true" ? 60000 : Int($0) }
         @Sendable func row(_ e: (db: String, type: String, seq: Int)) -> JSON {
-            .object([("db_name", .string(e.db)), ("type", .string(e.type)), ("seq", .string(SequenceToken.encode(e.seq, db: "_dbs")))])
+            .object([
+                ("db_name", .string(e.db)), ("type", .string(e.type)),
+                ("seq", .string(SequenceToken.encode(e.seq, db: "_dbs"))),
+            ])
         }
         let node = self.node
         switch feed {
@@ -172,7 +203,9 @@ extension CouchEngine {
                     }
                     return (events, node.updateSeq)
                 }
-                let body = JSON.object([("results", .array(events.map(row))), ("last_seq", .string(SequenceToken.encode(last, db: "_dbs")))])
+                let body = JSON.object([
+                    ("results", .array(events.map(row))), ("last_seq", .string(SequenceToken.encode(last, db: "_dbs"))),
+                ])
                 return Reply.json(200, body)
             }
             var response = ServerResponse(status: 200)
@@ -193,7 +226,9 @@ extension CouchEngine {
                     let wakeAt = heartbeat.map { Date().addingTimeInterval(Double($0) / 1000) } ?? deadline
                     let changed: Bool = node.withLock {
                         let seen = node.updateSeq
-                        while node.updateSeq == seen, Date() < wakeAt, !engine.isClosed { _ = node.cond.wait(until: wakeAt) }
+                        while node.updateSeq == seen, Date() < wakeAt, !engine.isClosed {
+                            _ = node.cond.wait(until: wakeAt)
+                        }
                         return node.updateSeq != seen
                     }
                     if engine.isClosed { return }
@@ -210,7 +245,9 @@ extension CouchEngine {
             return response
         default:
             let (events, last) = node.withLock { (node.events(since: since), node.updateSeq) }
-            let body = JSON.object([("results", .array(events.map(row))), ("last_seq", .string(SequenceToken.encode(last, db: "_dbs")))])
+            let body = JSON.object([
+                ("results", .array(events.map(row))), ("last_seq", .string(SequenceToken.encode(last, db: "_dbs"))),
+            ])
             return Reply.json(200, body)
         }
     }

@@ -21,7 +21,8 @@ extension CouchEngine {
         return db.sortedIDs.compactMap { id in
             if let prefix, !id.hasPrefix(prefix) { return nil }
             guard let entry = db.docs[id], let winner = entry.winner, !winner.deleted else { return nil }
-            return MangoDocument(id: id, body: renderDocument(entry, winner, DocRenderOptions()), conflicts: entry.conflicts)
+            return MangoDocument(
+                id: id, body: renderDocument(entry, winner, DocRenderOptions()), conflicts: entry.conflicts)
         }
     }
 
@@ -31,8 +32,9 @@ extension CouchEngine {
         let body = try ctx.request.jsonObjectBody()
         let (ddocs, docs) = db.withLock { (designDocuments(db), mangoDocuments(db, partition: partition)) }
         do {
-            let result = try Mango.find(requestBody: body, databaseName: db.name, designDocuments: ddocs, documents: docs,
-                                        partition: partition, partitionedDatabase: db.partitioned)
+            let result = try Mango.find(
+                requestBody: body, databaseName: db.name, designDocuments: ddocs, documents: docs,
+                partition: partition, partitionedDatabase: db.partitioned)
             return Reply.json(200, result)
         } catch {
             throw error.couchError
@@ -45,8 +47,9 @@ extension CouchEngine {
         let body = try ctx.request.jsonObjectBody()
         let ddocs = db.withLock { designDocuments(db) }
         do {
-            let result = try Mango.explain(requestBody: body, databaseName: db.name, designDocuments: ddocs,
-                                           partition: partition, partitionedDatabase: db.partitioned)
+            let result = try Mango.explain(
+                requestBody: body, databaseName: db.name, designDocuments: ddocs,
+                partition: partition, partitionedDatabase: db.partitioned)
             return Reply.json(200, result)
         } catch {
             throw error.couchError
@@ -61,7 +64,8 @@ extension CouchEngine {
         try db.withLock { () throws(CouchError) in
             var base = doc.rev
             if base == nil, let winner = db.docs[id]?.winner, !winner.deleted { base = winner.rev }
-            try db.updateInteractive(id: id, baseRev: base, deleted: doc.deleted, body: doc.body, attachments: doc.attachments)
+            try db.updateInteractive(
+                id: id, baseRev: base, deleted: doc.deleted, body: doc.body, attachments: doc.attachments)
         }
     }
 
@@ -70,14 +74,23 @@ extension CouchEngine {
         switch (ctx.method, segments.count) {
         case ("GET", 2), ("HEAD", 2):
             let ddocs = db.withLock { designDocuments(db) }
-            return Reply.json(200, Mango.listIndexes(designDocuments: ddocs, partitionedDatabase: db.partitioned))
+            let listing = Mango.listIndexes(designDocuments: ddocs, partitionedDatabase: db.partitioned)
+            // `limit` and `skip` page the list as mango_httpd does; `total_rows` still counts all.
+            let skip = max(0, Int(ctx.request.queryValue("skip") ?? "") ?? 0)
+            let limit = Int(ctx.request.queryValue("limit") ?? "")
+            guard skip > 0 || limit != nil, let all = listing["indexes"]?.arrayValue else {
+                return Reply.json(200, listing)
+            }
+            let page = Array(all.dropFirst(skip).prefix(max(0, limit ?? all.count)))
+            return Reply.json(200, listing.setting("indexes", .array(page)))
         case ("POST", 2):
             guard ctx.request.contentTypeIsJSON else { throw CouchError.badContentType }
             let body = try ctx.request.jsonObjectBody()
             let ddocs = db.withLock { designDocuments(db) }
             let creation: MangoIndexCreation
             do {
-                creation = try Mango.createIndex(requestBody: body, designDocuments: ddocs, partitionedDatabase: db.partitioned)
+                creation = try Mango.createIndex(
+                    requestBody: body, designDocuments: ddocs, partitionedDatabase: db.partitioned)
             } catch {
                 throw error.couchError
             }
@@ -91,7 +104,8 @@ extension CouchEngine {
             let ddocs = db.withLock { designDocuments(db) }
             let deletion: MangoIndexDeletion
             do {
-                deletion = try Mango.deleteIndex(designDocuments: ddocs, designDocumentID: ddocID, type: type, name: name)
+                deletion = try Mango.deleteIndex(
+                    designDocuments: ddocs, designDocumentID: ddocID, type: type, name: name)
             } catch {
                 throw error.couchError
             }
@@ -103,7 +117,9 @@ extension CouchEngine {
                 probe.deleted = true
                 try prepareWrite(&probe, id: id, db: db, user: ctx.user)
                 try db.withLock { () throws(CouchError) in
-                    guard let winner = db.docs[id]?.winner, !winner.deleted else { throw CouchError.notFound("missing") }
+                    guard let winner = db.docs[id]?.winner, !winner.deleted else {
+                        throw CouchError.notFound("missing")
+                    }
                     try db.updateInteractive(id: id, baseRev: winner.rev, deleted: true, body: [:], attachments: [])
                 }
             }
@@ -123,21 +139,32 @@ extension CouchEngine {
     {
         switch rest[0] {
         case "_view":
-            guard rest.count == 2 || (rest.count == 3 && rest[2] == "queries") else { throw CouchError.notFound("missing") }
+            guard rest.count == 2 || (rest.count == 3 && rest[2] == "queries") else {
+                throw CouchError.notFound("missing")
+            }
             return try viewQuery(ctx, db, ddocID: ddocID, view: rest[1], partition: partition)
         case "_info":
-            let exists = db.withLock { db.docs[ddocID]?.isDeleted == false }
-            guard exists else { throw CouchError.notFound("missing") }
+            let language = db.withLock { () -> String? in
+                guard let entry = db.docs[ddocID], entry.isDeleted == false else { return nil }
+                return entry.winner?.body?["language"]?.stringValue ?? "javascript"
+            }
+            guard let language else { throw CouchError.notFound("missing") }
             let name = String(ddocID.dropFirst("_design/".count))
-            return Reply.json(200, .object([
-                ("name", .string(name)),
-                ("view_index", .object([
-                    ("updates_pending", ["minimum": 0, "preferred": 0, "total": 0]), ("waiting_commit", false),
-                    ("waiting_clients", 0), ("updater_running", false), ("update_seq", 0), ("purge_seq", 0),
-                    ("sizes", ["file": 0, "external": 0, "active": 0]), ("signature", .string(Crypto.hex(Crypto.md5(Data(ddocID.utf8))))),
-                    ("language", "javascript"), ("compact_running", false),
-                ])),
-            ]))
+            return Reply.json(
+                200,
+                .object([
+                    ("name", .string(name)),
+                    (
+                        "view_index",
+                        .object([
+                            ("updates_pending", ["minimum": 0, "preferred": 0, "total": 0]), ("waiting_commit", false),
+                            ("waiting_clients", 0), ("updater_running", false), ("update_seq", 0), ("purge_seq", 0),
+                            ("sizes", ["file": 0, "external": 0, "active": 0]),
+                            ("signature", .string(Crypto.hex(Crypto.md5(Data(ddocID.utf8))))),
+                            ("language", .string(language)), ("compact_running", false),
+                        ])
+                    ),
+                ]))
         case "_show", "_list", "_update", "_rewrite":
             let exists = db.withLock { db.docs[ddocID]?.isDeleted == false }
             guard exists else { throw CouchError.notFound("missing") }
@@ -218,10 +245,14 @@ extension CouchEngine {
         if segments.count == 3 {
             guard ctx.method == "GET" || ctx.method == "HEAD" else { throw CouchError.methodNotAllowed("GET,HEAD") }
             let info: JSON = db.withLock {
-                var live = 0, deleted = 0, external = 0
+                var live = 0
+                var deleted = 0
+                var external = 0
                 for id in db.sortedIDs where id.hasPrefix(partition + ":") {
                     guard let entry = db.docs[id], let winner = entry.winner else { continue }
-                    if winner.deleted { deleted += 1 } else {
+                    if winner.deleted {
+                        deleted += 1
+                    } else {
                         live += 1
                         external += (winner.body?.serialized.utf8.count ?? 2) + id.utf8.count
                     }
@@ -229,7 +260,8 @@ extension CouchEngine {
                 return .object([
                     ("db_name", .string(db.name)),
                     ("sizes", ["active": .int(Int64(external * 3 + 25 * live)), "external": .int(Int64(external))]),
-                    ("partition", .string(partition)), ("doc_count", .int(Int64(live))), ("doc_del_count", .int(Int64(deleted))),
+                    ("partition", .string(partition)), ("doc_count", .int(Int64(live))),
+                    ("doc_del_count", .int(Int64(deleted))),
                 ])
             }
             return Reply.json(200, info)
@@ -240,8 +272,9 @@ extension CouchEngine {
         case "_explain": return try mangoExplain(ctx, db, partition: partition)
         case "_design":
             guard segments.count >= 6 else { throw CouchError.notFound("missing") }
-            return try designEndpoint(ctx, db, ddocID: "_design/" + segments[4], rest: Array(segments.dropFirst(5)),
-                                      partition: partition)
+            return try designEndpoint(
+                ctx, db, ddocID: "_design/" + segments[4], rest: Array(segments.dropFirst(5)),
+                partition: partition)
         default:
             throw CouchError.notFound("missing")
         }

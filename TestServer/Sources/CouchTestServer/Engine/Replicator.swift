@@ -69,9 +69,12 @@ final class ReplicationScheduler: @unchecked Sendable {
 extension CouchEngine {
     /// A stable replication id for a source/target pair (and options that change what is replicated).
     func replicationID(_ body: JSON) -> String {
-        let parts = [body["source"]?.serialized ?? "", body["target"]?.serialized ?? "", body["doc_ids"]?.serialized ?? "",
-                     body["filter"]?.serialized ?? "", body["continuous"]?.boolValue == true ? "+continuous" : ""]
-        return Crypto.hex(Crypto.md5(Data(parts.joined(separator: "|").utf8))) + (body["continuous"]?.boolValue == true ? "+continuous" : "")
+        let parts = [
+            body["source"]?.serialized ?? "", body["target"]?.serialized ?? "", body["doc_ids"]?.serialized ?? "",
+            body["filter"]?.serialized ?? "", body["continuous"]?.boolValue == true ? "+continuous" : "",
+        ]
+        return Crypto.hex(Crypto.md5(Data(parts.joined(separator: "|").utf8)))
+            + (body["continuous"]?.boolValue == true ? "+continuous" : "")
     }
 
     private func isoNow() -> String {
@@ -94,14 +97,17 @@ extension CouchEngine {
 
     /// Starts a continuous job: replicates now, then again after every change of the source, until cancelled,
     /// the engine closes or a database goes away.
-    func startContinuousReplication(id: String, docID: String?, body: JSON, source: Database, target: Database,
-                                    docIDs: [String]?)
-    {
+    func startContinuousReplication(
+        id: String, docID: String?, body: JSON, source: Database, target: Database,
+        docIDs: [String]?
+    ) {
         let now = isoNow()
-        let generation = scheduler.register(ReplicationScheduler.Entry(
-            id: id, docID: docID, state: "running", source: displayEndpoint(body["source"]),
-            target: displayEndpoint(body["target"]), info: ["revisions_checked": 0, "docs_written": 0], startTime: now,
-            lastUpdated: now, continuous: true))
+        let generation = scheduler.register(
+            ReplicationScheduler.Entry(
+                id: id, docID: docID, state: "running", source: displayEndpoint(body["source"]),
+                target: displayEndpoint(body["target"]), info: ["revisions_checked": 0, "docs_written": 0],
+                startTime: now,
+                lastUpdated: now, continuous: true))
         let engine = self
         let thread = Thread {
             var since = 0
@@ -114,7 +120,9 @@ extension CouchEngine {
                 written += stats.written
                 let (c, w) = (checked, written)
                 engine.scheduler.update(id, generation: generation) {
-                    $0.info = ["revisions_checked": .int(Int64(c)), "docs_written": .int(Int64(w)), "doc_write_failures": 0]
+                    $0.info = [
+                        "revisions_checked": .int(Int64(c)), "docs_written": .int(Int64(w)), "doc_write_failures": 0,
+                    ]
                     $0.lastUpdated = engine.isoNow()
                 }
                 let gone: Bool = source.withLock {
@@ -149,33 +157,40 @@ extension CouchEngine {
         if let state = doc["_replication_state"]?.stringValue, state == "completed" || state == "failed" { return }
         let repID = replicationID(doc)
         let now = isoNow()
-        let source = displayEndpoint(doc["source"]), target = displayEndpoint(doc["target"])
+        let source = displayEndpoint(doc["source"])
+        let target = displayEndpoint(doc["target"])
         let databases: (Database, Database)
         do {
             databases = try replicationDatabases(doc)
         } catch {
-            let generation = scheduler.register(ReplicationScheduler.Entry(
-                id: repID, docID: id, state: "failed", source: source, target: target,
-                info: ["error": .string("\(error.error): \(error.reason)")], startTime: now, lastUpdated: now, continuous: false))
+            let generation = scheduler.register(
+                ReplicationScheduler.Entry(
+                    id: repID, docID: id, state: "failed", source: source, target: target,
+                    info: ["error": .string("\(error.error): \(error.reason)")], startTime: now, lastUpdated: now,
+                    continuous: false))
             _ = generation
-            recordReplicationState(db, id: id, state: "failed", extra: [("_replication_state_reason", .string(error.reason))])
+            recordReplicationState(
+                db, id: id, state: "failed", extra: [("_replication_state_reason", .string(error.reason))])
             return
         }
         let docIDs = doc["doc_ids"]?.arrayValue?.compactMap(\.stringValue)
         if doc["continuous"]?.boolValue == true {
-            startContinuousReplication(id: repID, docID: id, body: doc, source: databases.0, target: databases.1, docIDs: docIDs)
+            startContinuousReplication(
+                id: repID, docID: id, body: doc, source: databases.0, target: databases.1, docIDs: docIDs)
             return
         }
         let stats = replicateOnce(databases.0, databases.1, docIDs: docIDs)
         let info: JSON = .object([
-            ("revisions_checked", .int(Int64(stats.missingChecked))), ("missing_revisions_found", .int(Int64(stats.missingFound))),
+            ("revisions_checked", .int(Int64(stats.missingChecked))),
+            ("missing_revisions_found", .int(Int64(stats.missingFound))),
             ("docs_read", .int(Int64(stats.written))), ("docs_written", .int(Int64(stats.written))),
             ("changes_pending", .null), ("doc_write_failures", .int(Int64(stats.failures))),
             ("checkpointed_source_seq", .string(SequenceToken.encode(stats.lastSeq, db: stats.sourceName))),
         ])
-        _ = scheduler.register(ReplicationScheduler.Entry(
-            id: repID, docID: id, state: "completed", source: source, target: target, info: info, startTime: now,
-            lastUpdated: isoNow(), continuous: false))
+        _ = scheduler.register(
+            ReplicationScheduler.Entry(
+                id: repID, docID: id, state: "completed", source: source, target: target, info: info, startTime: now,
+                lastUpdated: isoNow(), continuous: false))
         recordReplicationState(db, id: id, state: "completed", extra: [("_replication_stats", info)])
     }
 
@@ -186,7 +201,8 @@ extension CouchEngine {
             body = body.setting("_replication_state", .string(state))
             body = body.setting("_replication_state_time", .string(isoNow()))
             for (k, v) in extra { body = body.setting(k, v) }
-            try db.updateInteractive(id: id, baseRev: winner.rev, deleted: false, body: body, attachments: winner.atts.map { .keep($0) })
+            try db.updateInteractive(
+                id: id, baseRev: winner.rev, deleted: false, body: body, attachments: winner.atts.map { .keep($0) })
         }
     }
 
@@ -208,7 +224,8 @@ extension CouchEngine {
                     ("database", e.docID == nil ? .null : "_replicator"), ("id", .string(e.id)), ("pid", "<0.1.0>"),
                     ("source", .string(e.source)), ("target", .string(e.target)), ("user", .null),
                     ("doc_id", e.docID.map(JSON.string) ?? .null),
-                    ("info", e.info), ("history", .array([.object([("timestamp", .string(e.startTime)), ("type", "started")])])),
+                    ("info", e.info),
+                    ("history", .array([.object([("timestamp", .string(e.startTime)), ("type", "started")])])),
                     ("node", "couchdb@127.0.0.1"), ("start_time", .string(e.startTime)),
                 ])
             }
@@ -218,7 +235,12 @@ extension CouchEngine {
                 }
                 return Reply.json(200, job)
             }
-            return Reply.json(200, .object([("total_rows", .int(Int64(jobs.count))), ("offset", .int(Int64(skip))), ("jobs", .array(page(jobs)))]))
+            return Reply.json(
+                200,
+                .object([
+                    ("total_rows", .int(Int64(jobs.count))), ("offset", .int(Int64(skip))),
+                    ("jobs", .array(page(jobs))),
+                ]))
         case "docs":
             if segments.count >= 3, segments[2] != "_replicator" {
                 throw CouchError.notFound("missing")
@@ -237,7 +259,12 @@ extension CouchEngine {
                 }
                 return Reply.json(200, doc)
             }
-            return Reply.json(200, .object([("total_rows", .int(Int64(docs.count))), ("offset", .int(Int64(skip))), ("docs", .array(page(docs)))]))
+            return Reply.json(
+                200,
+                .object([
+                    ("total_rows", .int(Int64(docs.count))), ("offset", .int(Int64(skip))),
+                    ("docs", .array(page(docs))),
+                ]))
         default:
             throw CouchError.notFound("missing")
         }

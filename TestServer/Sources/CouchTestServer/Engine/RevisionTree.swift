@@ -33,7 +33,8 @@ struct Attachment: Sendable {
 
     /// Whether CouchDB stores this content type gzip-compressed (`[attachments] compressible_types`).
     var isCompressible: Bool {
-        let base = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        let base =
+            contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
         return base.hasPrefix("text/") || base == "application/javascript" || base == "application/json"
             || base == "application/xml"
     }

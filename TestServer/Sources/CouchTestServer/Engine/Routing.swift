@@ -180,8 +180,8 @@ extension CouchEngine {
         let second = segments[1]
         switch second {
         case "_all_docs": return try allDocs(ctx, db, rest: Array(segments.dropFirst(2)))
-        case "_design_docs": return try designDocs(ctx, db)
-        case "_local_docs": return try localDocs(ctx, db)
+        case "_design_docs": return try designDocs(ctx, db, rest: Array(segments.dropFirst(2)))
+        case "_local_docs": return try localDocs(ctx, db, rest: Array(segments.dropFirst(2)))
         case "_bulk_docs": return try bulkDocs(ctx, db)
         case "_bulk_get": return try bulkGet(ctx, db)
         case "_changes": return try changes(ctx, db)
@@ -199,7 +199,7 @@ extension CouchEngine {
         case "_explain": return try mangoExplain(ctx, db, partition: nil)
         case "_index": return try mangoIndex(ctx, db)
         case "_partition": return try partitionEndpoint(ctx, db)
-        case "_shards": return Reply.json(200, ["shards": [:]])
+        case "_shards": return try shards(db, rest: Array(segments.dropFirst(2)))
         case "_design":
             guard segments.count >= 3 else { throw CouchError.notFound("missing") }
             let ddocID = "_design/" + segments[2]
@@ -306,5 +306,24 @@ enum SequenceToken {
             return nil
         }
         return n
+    }
+}
+
+extension CouchEngine {
+    /// `GET /{db}/_shards` (each of the q ranges of `00000000-ffffffff` on this node) and
+    /// `GET /{db}/_shards/{docid}` (the range holding that document), as CouchDB answers them.
+    func shards(_ db: Database, rest: [String]) throws(CouchError) -> ServerResponse {
+        let q = max(db.q, 1)
+        let width = (UInt64(1) << 32) / UInt64(q)
+        func range(_ index: Int) -> String {
+            let start = UInt64(index) * width
+            let end = index == q - 1 ? UInt64(0xFFFF_FFFF) : start + width - 1
+            return String(format: "%08x-%08x", start, end)
+        }
+        let node: JSON = "couchdb@127.0.0.1"
+        if let id = rest.first {
+            return Reply.json(200, ["range": .string(range(db.shard(of: id))), "nodes": [node]])
+        }
+        return Reply.json(200, ["shards": .object((0..<q).map { (range($0), [node]) })])
     }
 }

@@ -80,7 +80,8 @@ struct DataDirectory {
     }
 
     func logFiles() -> [URL] {
-        let files = (try? FileManager.default.contentsOfDirectory(at: databasesFolder, includingPropertiesForKeys: nil)) ?? []
+        let files =
+            (try? FileManager.default.contentsOfDirectory(at: databasesFolder, includingPropertiesForKeys: nil)) ?? []
         return files.filter { $0.pathExtension == "couchlog" }.sorted { $0.path < $1.path }
     }
 

@@ -102,7 +102,9 @@ extension CouchEngine {
             selected = keys.flatMap { key in ordered.filter { Collation.compare($0.key, key) == 0 } }
         } else {
             selected = ordered.filter(inRange)
-            if let first = selected.first, let index = ordered.firstIndex(where: { $0.id == first.id && $0.key == first.key }) {
+            if let first = selected.first,
+                let index = ordered.firstIndex(where: { $0.id == first.id && $0.key == first.key })
+            {
                 offset = index
             } else {
                 offset = ordered.count
@@ -146,7 +148,8 @@ extension CouchEngine {
         }
         return rowsBody(
             totalRows: .int(Int64(rows.count)), offset: args.keys == nil ? .int(Int64(offset + args.skip)) : .null,
-            updateSeq: args.updateSeq ? SequenceToken.encode(db.withLock { db.updateSeq }, db: db.name) : nil, rows: out)
+            updateSeq: args.updateSeq ? SequenceToken.encode(db.withLock { db.updateSeq }, db: db.name) : nil, rows: out
+        )
     }
 
     /// CouchDB's built-in reduce functions.
@@ -167,7 +170,9 @@ extension CouchEngine {
             ])
         case "_approx_count_distinct":
             var seen: [JSON] = []
-            for row in rows where !seen.contains(where: { Collation.compare($0, row.key) == 0 }) { seen.append(row.key) }
+            for row in rows where !seen.contains(where: { Collation.compare($0, row.key) == 0 }) {
+                seen.append(row.key)
+            }
             return .int(Int64(seen.count))
         default:
             return .null
