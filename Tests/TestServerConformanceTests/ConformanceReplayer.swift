@@ -72,10 +72,11 @@ struct ScenarioReplayer {
             switch value {
             case .object(let pairs):
                 let isPBKDF2 = pairs.contains { $0.0 == "password_scheme" && $0.1 == "pbkdf2" }
-                return .object(pairs.map { key, v in
-                    if isPBKDF2, key == "iterations", case .int = v { return (key, .int(Int64(iterations))) }
-                    return (key, adjust(v))
-                })
+                return .object(
+                    pairs.map { key, v in
+                        if isPBKDF2, key == "iterations", case .int = v { return (key, .int(Int64(iterations))) }
+                        return (key, adjust(v))
+                    })
             case .array(let items):
                 return .array(items.map(adjust))
             default:
