@@ -316,6 +316,67 @@ public struct GetSearchInfoOperation: JSONOperation {
     public var endpoint: CouchPath { location.path("_search_info") }
 }
 
+/// What Nouveau's `_nouveau_info` says about an index.
+public struct NouveauIndexInfo: Decodable, Sendable, Equatable {
+    /// The index's figures.
+    public struct Details: Decodable, Sendable, Equatable {
+        /// Documents indexed.
+        public var numDocs: Int?
+        /// Size on disk, in bytes.
+        public var diskSize: Int?
+        /// The database sequence the index has reached.
+        public var updateSeq: CouchSequence?
+        /// The purge sequence the index has reached.
+        public var purgeSeq: CouchSequence?
+        /// The index definition's signature.
+        public var signature: String?
+
+        enum CodingKeys: String, CodingKey {
+            case signature
+            case numDocs = "num_docs"
+            case diskSize = "disk_size"
+            case updateSeq = "update_seq"
+            case purgeSeq = "purge_seq"
+        }
+    }
+
+    /// `_design/{ddoc}/{index}`.
+    public var name: String
+    /// The figures.
+    public var searchIndex: Details
+
+    enum CodingKeys: String, CodingKey {
+        case name
+        case searchIndex = "search_index"
+    }
+}
+
+/// `GET /{db}/_design/{ddoc}/_nouveau_info/{index}` — the size and progress of a CouchDB Nouveau
+/// index.
+public struct GetNouveauInfoOperation: JSONOperation {
+    public typealias Response = NouveauIndexInfo
+
+    /// The database.
+    public var database: String
+    /// The design document, with or without `_design/`.
+    public var designDocument: String
+    /// The index name.
+    public var index: String
+
+    public init(database: String, designDocument: String, index: String) {
+        self.database = database
+        self.designDocument = designDocument
+        self.index = index
+    }
+
+    private var location: SearchIndexPath {
+        SearchIndexPath(database: database, designDocument: designDocument, index: index)
+    }
+
+    public func validate() throws(CouchError) { try location.validate() }
+    public var endpoint: CouchPath { location.path("_nouveau_info") }
+}
+
 /// What `_search_analyze` answers: the tokens an analyzer makes of a text.
 public struct AnalyzedTokens: Decodable, Sendable, Equatable {
     public var tokens: [String]

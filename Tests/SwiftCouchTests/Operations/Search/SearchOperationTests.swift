@@ -131,6 +131,17 @@ struct SearchOperationTests {
         #expect(info.value?.searchIndex.docCount == 6)
         #expect(info.value?.searchIndex.committedSeq == 7)
 
+        let nouveau = Simulation.run(
+            GetNouveauInfoOperation(database: "db", designDocument: "d", index: "i"),
+            response: .json(
+                200,
+                #"{"name":"_design/d/i","search_index":{"update_seq":12,"purge_seq":0,"num_docs":10,"#
+                    + #""disk_size":2048,"signature":"abc"}}"#))
+        #expect(OpsFixtures.line(nouveau.request) == "GET /db/_design/d/_nouveau_info/i")
+        #expect(nouveau.value?.searchIndex.numDocs == 10)
+        #expect(nouveau.value?.searchIndex.updateSeq == 12)
+        #expect(nouveau.value?.searchIndex.signature == "abc")
+
         let analyze = Simulation.run(
             SearchAnalyzeOperation(analyzer: "english", text: "running dogs"),
             response: .json(200, #"{"tokens":["run","dog"]}"#))
