@@ -44,13 +44,18 @@ final class E2EEnvironment: Sendable {
         return CouchDBClient(url: url, credentials: credentials, configuration: configuration)
     }
 
-    /// Whether the suite runs over ``SocketTransport`` (`SWIFTCOUCH_TRANSPORT=socket`) instead of
-    /// the default URLSession transport.
-    static let usesSocketTransport = ProcessInfo.processInfo.environment["SWIFTCOUCH_TRANSPORT"] == "socket"
+    /// The transport the suite runs over: `SWIFTCOUCH_TRANSPORT=socket` or `urlsession` forces
+    /// ``SocketTransport`` or ``URLSessionTransport``; unset, the library's default
+    /// (``AutomaticTransport``: on Linux, the socket transport for the `http` TestServer).
+    static let transportChoice = ProcessInfo.processInfo.environment["SWIFTCOUCH_TRANSPORT"] ?? ""
 
-    /// Puts a ``SocketTransport`` into `configuration` when `SWIFTCOUCH_TRANSPORT=socket`.
+    /// Puts the forced transport, if any, into `configuration`.
     static func selectTransport(_ configuration: inout Configuration) {
-        if usesSocketTransport { configuration.transport = SocketTransport() }
+        switch transportChoice {
+        case "socket": configuration.transport = SocketTransport()
+        case "urlsession": configuration.transport = URLSessionTransport()
+        default: break
+        }
     }
 
     /// A database name no other test (or earlier run) uses.

@@ -112,7 +112,9 @@ public struct Configuration: Sendable {
     /// which CouchDB decompresses: for large `_bulk_docs` writes over slow links. Responses are
     /// always accepted gzip'd. Defaults to nil: bodies are sent as they are.
     public var gzipRequestBodiesOfAtLeast: Int? = nil
-    /// The network seam. Defaults to nil: a ``URLSessionTransport`` of the client's own.
+    /// The network seam. Defaults to nil: an ``AutomaticTransport`` of the client's own (on Linux,
+    /// ``SocketTransport`` for `http` and ``URLSessionTransport`` for `https`; on Apple platforms,
+    /// ``URLSessionTransport``).
     public var transport: (any Transport)? = nil
 
     /// The default configuration.

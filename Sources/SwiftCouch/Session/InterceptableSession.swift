@@ -161,7 +161,7 @@ public final class InterceptableSession: @unchecked Sendable {
         self.configuration = configuration
         self.transport =
             configuration.transport
-            ?? URLSessionTransport(maximumConnectionsPerHost: max(configuration.maximumConcurrentOperations, 1))
+            ?? AutomaticTransport(maximumConnectionsPerHost: max(configuration.maximumConcurrentOperations, 1))
         if configuration.logTranscripts, let handler = configuration.logHandler {
             transcript = TranscriptLogger(handler: handler, bodyLimit: configuration.transcriptBodyLimit)
         } else {

@@ -13,6 +13,9 @@ public final class URLSessionTransport: Transport {
     private let session: URLSession
     private let streamingDelegate: StreamingDelegate
     private let streamingSession: URLSession
+    /// The streaming session's serial delegate queue: chunks and completions arrive on it, and
+    /// every pause, resume and cancel of a streamed task runs on it (see ``StreamingTaskHandle``).
+    private let delegateQueue: OperationQueue
     /// Set by `shutdown()`: an invalidated URLSession traps when given a task, so requests after
     /// shutdown fail with an error instead.
     private let isShutDown = Locked(false)
@@ -23,7 +26,7 @@ public final class URLSessionTransport: Transport {
         let configuration = URLSessionTransport.configuration(maximumConnectionsPerHost: maximumConnectionsPerHost)
         session = URLSession(configuration: configuration)
         streamingDelegate = StreamingDelegate()
-        let delegateQueue = OperationQueue()
+        delegateQueue = OperationQueue()
         delegateQueue.maxConcurrentOperationCount = 1
         delegateQueue.name = "SwiftCouch.URLSessionTransport.streaming"
         streamingSession = URLSession(
@@ -98,7 +101,7 @@ public final class URLSessionTransport: Transport {
             return WholeBodyStreamingTask(inner: NothingToCancel())
         }
         task.resume()
-        return URLSessionTaskHandle(task: task)
+        return DataTaskHandle(task: task)
     }
 
     public func stream(_ request: HTTPRequest, receiver: any StreamReceiver) -> any StreamingTask {
@@ -112,7 +115,7 @@ public final class URLSessionTransport: Transport {
         }
         streamingDelegate.register(task: task, receiver: receiver, body: request.streamedBody)
         task.resume()
-        return URLSessionTaskHandle(task: task)
+        return StreamingTaskHandle(task: task, delegateQueue: delegateQueue)
     }
 
     public func shutdown() {
@@ -127,17 +130,74 @@ public final class URLSessionTransport: Transport {
 }
 
 /// Nothing in flight.
-private struct NothingToCancel: Cancellable {
+struct NothingToCancel: Cancellable {
     func cancel() {}
 }
 
-/// `@unchecked Sendable`: `URLSessionTask`'s `cancel`, `suspend` and `resume` are thread-safe and
-/// the task reference never changes.
-private struct URLSessionTaskHandle: StreamingTask, @unchecked Sendable {
+/// A whole-body task: it can only be cancelled (`URLSessionTask.cancel()` is thread-safe).
+///
+/// `@unchecked Sendable`: the task reference never changes.
+private struct DataTaskHandle: Cancellable, @unchecked Sendable {
     let task: URLSessionTask
     func cancel() { task.cancel() }
-    func pause() { task.suspend() }
-    func resume() { task.resume() }
+}
+
+/// Pause, resume and cancel for a streamed task, made safe on every platform.
+///
+/// FoundationNetworking (Linux) cannot take `suspend()` at any moment: it marks the task suspended
+/// at once but stops the transfer later, on its own work queue, and that stop traps (a
+/// `fatalError` in `_NativeProtocol.stopLoading()`) if by then the task has completed (completion is
+/// delivered on the delegate queue), been resumed, or been cancelled without its error set yet.
+/// So every pause, resume and cancel of a streamed task runs on the session's serial delegate
+/// queue, one after another and never beside a completion; and a pause does not let that queue go
+/// on until the transfer has really stopped: a second `suspend()` waits, synchronously, behind the
+/// stop the first one queued. Each pause therefore suspends twice and each resume resumes twice.
+///
+/// `@unchecked Sendable`: `suspended` is only touched on `delegateQueue`; the rest is immutable.
+final class StreamingTaskHandle: StreamingTask, @unchecked Sendable {
+    private let task: URLSessionTask
+    private let delegateQueue: OperationQueue
+    private var suspended = false
+
+    init(task: URLSessionTask, delegateQueue: OperationQueue) {
+        self.task = task
+        self.delegateQueue = delegateQueue
+    }
+
+    func pause() {
+        onDelegateQueue(priority: .normal) { [self] in
+            guard !suspended else { return }
+            suspended = true
+            task.suspend()
+            task.suspend()
+        }
+    }
+
+    func resume() {
+        onDelegateQueue(priority: .normal) { [self] in
+            guard suspended else { return }
+            suspended = false
+            task.resume()
+            task.resume()
+        }
+    }
+
+    func cancel() {
+        // Ahead of chunks already waiting on the queue, so a cancelled transfer stops promptly.
+        onDelegateQueue(priority: .veryHigh) { [self] in task.cancel() }
+    }
+
+    /// Runs `work` on the delegate queue: at once when already there (a receiver pausing from its
+    /// `receive(chunk:)`), else as an operation of the given priority.
+    private func onDelegateQueue(priority: Operation.QueuePriority, _ work: @escaping @Sendable () -> Void) {
+        if OperationQueue.current === delegateQueue {
+            work()
+            return
+        }
+        let operation = BlockOperation(block: work)
+        operation.queuePriority = priority
+        delegateQueue.addOperation(operation)
+    }
 }
 
 /// Routes a streaming session's delegate calls to each task's receiver.

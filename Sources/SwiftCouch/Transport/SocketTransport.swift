@@ -7,7 +7,7 @@ import Foundation
 /// A ``Transport`` that speaks HTTP/1.1 over plain POSIX sockets, with a keep-alive connection
 /// pool and no dependency beyond Foundation — for `http` servers only: CouchDB on loopback, in a
 /// cluster network, or behind a proxy that terminates TLS. For `https`, use
-/// ``URLSessionTransport`` (the default).
+/// ``URLSessionTransport``. ``AutomaticTransport`` (the default) picks this transport for `http` on Linux.
 ///
 /// ```swift
 /// var configuration = Configuration()
