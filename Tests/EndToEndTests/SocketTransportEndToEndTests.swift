@@ -174,22 +174,16 @@ struct SocketTransportEndToEndTests {
     @Test("Cancelling mid-body (reading, or paused) ends with URLError(.cancelled) and closes that connection")
     func cancelMidBody() async throws {
         try await withServer { server, transport in
-            // The server sends slowly (1 MB over ~10 s): the connection's thread is blocked reading
-            // when cancelled, however loaded the machine is.
-            // Known bug (issue #5 follow-up): under load, a cancel while the connection's thread is
-            // blocked in read() sometimes does not interrupt the transfer, which then completes.
-            // Recorded as a known, intermittent issue so it stays visible in every run.
-            await withKnownIssue(
-                "SocketTransport: cancel while blocked in read() does not always interrupt the transfer",
-                isIntermittent: true
-            ) {
-                let reading = Collector(keepBody: false)
-                let task = transport.stream(server.request("/trickle/1000000"), receiver: reading)
-                try await eventually { reading.receivedBytes > 0 }
-                task.cancel()
-                await expectURLError(.cancelled) { _ = try await reading.result() }
-                #expect(reading.receivedBytes < 1_000_000)
-            }
+            // The server sends 1 KB every 10 ms and would go on for ~17 minutes: the connection's
+            // thread is blocked reading when cancelled, however loaded the machine is, and only the
+            // cancellation can end the transfer. (An earlier 1 MB trickle ended by itself after
+            // ~10 s, which a test delayed that long on a loaded machine took for a missed cancel.)
+            let reading = Collector(keepBody: false)
+            let task = transport.stream(server.request("/trickle/100000000"), receiver: reading)
+            try await eventually { reading.receivedBytes > 0 }
+            task.cancel()
+            await expectURLError(.cancelled) { _ = try await reading.result() }
+            #expect(reading.receivedBytes < 100_000_000)
             let next = try await transport.response(for: server.request("/len/10"))
             #expect(next.statusCode == 200)
             let afterReading = transport.statistics.connectionsOpened
