@@ -113,12 +113,18 @@ struct Report {
             let ratio = row.library.operationsPerSecond / max(row.baseline.operationsPerSecond, 1e-9)
             let rss = row.library.peakResidentBytes.map { String(format: "%.0f MiB", Double($0) / 1_048_576) } ?? "n/a"
             lines.append(
-                "| \(row.workload) | \(row.transport) | \(String(format: "%.0f", row.library.operationsPerSecond)) | "
-                    + "\(String(format: "%.0f", row.baseline.operationsPerSecond)) | \(String(format: "%.2f", ratio)) | "
+                "| \(row.workload) | \(row.transport) | \(Self.rate(row.library.operationsPerSecond)) | "
+                    + "\(Self.rate(row.baseline.operationsPerSecond)) | \(String(format: "%.2f", ratio)) | "
                     + "\(String(format: "%.3f", row.library.cpuSeconds * 1000 / Double(max(row.library.operations, 1)))) | "
                     + "\(String(format: "%.3f", row.baseline.cpuSeconds * 1000 / Double(max(row.baseline.operations, 1)))) | "
                     + "\(rss) |")
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// Operations per second: whole numbers, with two decimals below 10 (a 256 MiB round trip
+    /// takes seconds, and "0" would hide the difference).
+    static func rate(_ value: Double) -> String {
+        String(format: value < 10 ? "%.2f" : "%.0f", value)
     }
 }
