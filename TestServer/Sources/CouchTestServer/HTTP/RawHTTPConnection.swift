@@ -92,7 +92,9 @@ public final class RawHTTPConnection {
     /// Sends a request and reads its response. `Host` is added when missing, and
     /// `Content-Length` when there is a body and neither it nor `Transfer-Encoding` is set.
     /// With `readFor`, the body is read for at most that many seconds and then the connection is
-    /// closed (for endless streams); the response then has `stoppedByClient` set.
+    /// closed (for endless streams); the response then has `stoppedByClient` set. A head that has
+    /// not arrived by then is waited for (up to the connection's timeout), and the body is then
+    /// read for `readFor` seconds from its arrival.
     public func request(
         method: String, target: String, headers: HTTPHeaders = HTTPHeaders(), body: Data? = nil, readFor: Double? = nil
     ) throws -> Response {
@@ -114,7 +116,7 @@ public final class RawHTTPConnection {
         var head: HTTPResponseHead?
         var interim: [HTTPResponseHead] = []
         var body = Data()
-        let deadline = readFor.map { Date().addingTimeInterval($0) }
+        var deadline = readFor.map { Date().addingTimeInterval($0) }
         var ended = false
         while true {
             let part: HTTPResponseDecoder.Part?
@@ -147,8 +149,17 @@ public final class RawHTTPConnection {
                     throw Failure.closedBeforeResponse(received: rawHead)
                 }
                 let wait: Double
-                if let deadline {
-                    wait = deadline.timeIntervalSinceNow
+                if let readFor, let current = deadline {
+                    wait = current.timeIntervalSinceNow
+                    if wait <= 0, head == nil {
+                        // The head is late (a loaded machine): wait for it as for any response,
+                        // then read the body for `readFor` from then on.
+                        let n = receive(timeout: timeout)
+                        if n == -2 { throw Failure.timedOut }
+                        if n == 0 { ended = true }
+                        deadline = Date().addingTimeInterval(readFor)
+                        continue
+                    }
                     if wait <= 0 {
                         close()
                         guard let head else { throw Failure.timedOut }
