@@ -680,7 +680,7 @@ private func eventually(_ condition: () -> Bool) async throws {
     Issue.record("condition not met within 30 s")
 }
 
-/// Waits (at most 30 s) until `value` stops changing for 300 ms.
+/// Waits (at most 30 s) until `value` stops changing for a second.
 private func eventually(settling: Bool, _ value: () -> Int) async throws {
     var last = value()
     var stableSince = Date()
@@ -690,7 +690,7 @@ private func eventually(settling: Bool, _ value: () -> Int) async throws {
         if now != last {
             last = now
             stableSince = Date()
-        } else if Date().timeIntervalSince(stableSince) >= 0.3 {
+        } else if Date().timeIntervalSince(stableSince) >= 1 {
             return
         }
     }
