@@ -151,7 +151,7 @@ public final class SocketTransport: Transport {
             let message =
                 scheme == "https"
                 ? "SocketTransport speaks plain HTTP only and cannot connect to an https URL (\(url.host ?? "")). "
-                    + "Use URLSessionTransport (the default transport) for https, or reach the server over http "
+                    + "Use URLSessionTransport for https (the default AutomaticTransport does), or reach the server over http "
                     + "through a TLS-terminating proxy."
                 : "SocketTransport supports only http URLs, not '\(scheme)'."
             throw CouchError(
