@@ -3,6 +3,7 @@
 //
 //     swift run -c release SwiftCouchBenchmarks            # full size
 //     swift run -c release SwiftCouchBenchmarks --quick    # reduced size (CI)
+//     swift run -c release SwiftCouchBenchmarks --urlsession-study   # ways of driving URLSession
 //
 // Against a TestServer started in a child process (so the client's CPU and memory are measured
 // alone), or against the CouchDB named by COUCHDB_URL (with COUCHDB_USER and COUCHDB_PASSWORD).
@@ -46,6 +47,13 @@ if let raw = environment["COUCHDB_URL"], let url = URL(string: raw) {
     password = "password"
 }
 defer { child?.terminate() }
+
+if arguments.contains("--urlsession-study") {
+    print("Driving URLSession: client CPU per PUT+GET pair, \(MachineDescription.current())")
+    try await URLSessionStudy.run(base: serverURL, username: username, password: password, quick: quick)
+    child?.terminate()
+    exit(0)
+}
 
 let machine = MachineDescription.current()
 print(
