@@ -7,12 +7,15 @@ import Foundation
 /// The default ``Transport``: its own `URLSession`s (never the shared one), with no cookie storage,
 /// no cache and no credential store, so that every client's session state stays its own.
 ///
-/// Whole responses use completion-handler data tasks with `httpBody`, on a session whose delegate
-/// queue is concurrent; streamed responses use a second session with a data delegate and a serial
-/// delegate queue, so bodies arrive chunk by chunk, in order. Of the ways to drive `URLSession`
-/// measured on Linux (delegates, upload tasks, async calls, configurations, body encodings), this
-/// was the cheapest that keeps every request cancellable and safe after `shutdown()`; see
-/// docs/BENCHMARKS.md.
+/// Whole responses use completion-handler data tasks with `httpBody`; streamed responses use a
+/// second session with a data delegate and a serial delegate queue, so bodies arrive chunk by
+/// chunk, in order. Of the ways of driving `URLSession` measured on Linux
+/// (`SwiftCouchBenchmarks --urlsession-study`: configurations, completion handlers, upload tasks,
+/// data delegates, async calls, body encodings), the configuration below mattered most (about a
+/// fifth less client CPU than a stock ephemeral session); of the rest, only async `data(for:)` was
+/// cheaper (about 7%), and it cannot be made safe against `shutdown()` — FoundationNetworking
+/// traps when a task is created on an invalidated session, and `data(for:)` creates its task out
+/// of the transport's reach. See docs/BENCHMARKS.md.
 public final class URLSessionTransport: Transport {
     private let session: URLSession
     private let streamingDelegate: StreamingDelegate
@@ -28,12 +31,7 @@ public final class URLSessionTransport: Transport {
     /// - Parameter maximumConnectionsPerHost: how many connections to open to one server. Defaults to 6.
     public init(maximumConnectionsPerHost: Int = 6) {
         let configuration = URLSessionTransport.configuration(maximumConnectionsPerHost: maximumConnectionsPerHost)
-        // Whole-body completions only hop on to the client's own queues, so they need no order of
-        // their own: a concurrent delegate queue (instead of URLSession's default serial one)
-        // saves client CPU at high concurrency on Linux (docs/BENCHMARKS.md, "Driving URLSession").
-        let completionQueue = OperationQueue()
-        completionQueue.name = "SwiftCouch.URLSessionTransport.completions"
-        session = URLSession(configuration: configuration, delegate: nil, delegateQueue: completionQueue)
+        session = URLSession(configuration: configuration)
         streamingDelegate = StreamingDelegate()
         delegateQueue = OperationQueue()
         delegateQueue.maxConcurrentOperationCount = 1
