@@ -8,8 +8,8 @@ import Foundation
 ///
 /// - On Linux, plain `http` goes over a ``SocketTransport`` — about half the client CPU of
 ///   `URLSession` per request, and real back-pressure for streamed responses: FoundationNetworking
-///   reads a response ahead of its delegate, so pausing a `URLSession` stream on Linux comes too
-///   late to bound memory. `https` (and any other scheme) goes over a ``URLSessionTransport``.
+///   reads a response ahead of its delegate and cannot pause a transfer in flight, so a
+///   `URLSession` stream on Linux is not flow-controlled. `https` (and any other scheme) goes over a ``URLSessionTransport``.
 ///   When an HTTP proxy is configured in the environment (`http_proxy`, `HTTP_PROXY`, `all_proxy`
 ///   or `ALL_PROXY`), every request goes over `URLSession`, which honours it.
 /// - On Apple platforms every request goes over a ``URLSessionTransport``.
