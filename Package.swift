@@ -15,14 +15,16 @@ let package = Package(
     targets: [
         // HTTP/1.1 wire format (parsing and serialising), shared by the TestServer.
         .target(name: "HTTPWire", path: "Sources/HTTPWire"),
-        .target(name: "SwiftCouch", dependencies: ["HTTPWire"], path: "Sources/SwiftCouch"),
+        // Gzip, zlib and raw DEFLATE in pure Swift, shared by the client and the TestServer.
+        .target(name: "CouchGzip", path: "Sources/CouchGzip"),
+        .target(name: "SwiftCouch", dependencies: ["HTTPWire", "CouchGzip"], path: "Sources/SwiftCouch"),
         .target(name: "SwiftCouchTesting", dependencies: ["SwiftCouch"], path: "Sources/SwiftCouchTesting"),
         .executableTarget(
             name: "SwiftCouchDemo", dependencies: ["SwiftCouch", "CouchTestServer"], path: "Sources/SwiftCouchDemo"),
         // The TestServer: JSON, collation and Mango (CouchQuery); the HTTP server and CouchDB engine.
         .target(name: "CouchQuery", path: "TestServer/Sources/CouchQuery"),
         .target(
-            name: "CouchTestServer", dependencies: ["HTTPWire", "CouchQuery"],
+            name: "CouchTestServer", dependencies: ["HTTPWire", "CouchQuery", "CouchGzip"],
             path: "TestServer/Sources/CouchTestServer"),
         .executableTarget(
             name: "SwiftCouchBenchmarks", dependencies: ["SwiftCouch", "CouchTestServer"],
@@ -30,11 +32,12 @@ let package = Package(
         .executableTarget(
             name: "TestServerCLI", dependencies: ["CouchTestServer"], path: "TestServer/Sources/TestServerCLI"),
         .testTarget(
-            name: "SwiftCouchTests", dependencies: ["SwiftCouch", "SwiftCouchTesting"], path: "Tests/SwiftCouchTests"),
+            name: "SwiftCouchTests", dependencies: ["SwiftCouch", "SwiftCouchTesting", "CouchGzip"],
+            path: "Tests/SwiftCouchTests"),
         .testTarget(
             name: "EndToEndTests", dependencies: ["SwiftCouch", "CouchTestServer"], path: "Tests/EndToEndTests"),
         .testTarget(
-            name: "CouchTestServerTests", dependencies: ["CouchTestServer", "CouchQuery", "HTTPWire"],
+            name: "CouchTestServerTests", dependencies: ["CouchTestServer", "CouchQuery", "HTTPWire", "CouchGzip"],
             path: "Tests/CouchTestServerTests"),
         .testTarget(
             name: "TestServerConformanceTests", dependencies: ["CouchTestServer", "CouchQuery", "HTTPWire"],

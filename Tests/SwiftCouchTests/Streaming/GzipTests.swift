@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import SwiftCouch
+@testable import CouchGzip
 
 /// Reference streams made by Python's gzip and zlib modules (zlib 1.2/1.3), embedded as base64.
 enum GzipVectors {

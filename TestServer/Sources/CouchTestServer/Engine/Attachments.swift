@@ -1,4 +1,5 @@
 import CouchQuery
+import CouchGzip
 import Foundation
 
 extension CouchEngine {
@@ -46,7 +47,7 @@ extension CouchEngine {
         }
         if compressible, acceptsGzip {
             response.headers.add("Content-Encoding", "gzip")
-            response.body = .data(att.encoded ?? Gzip.compress(att.data))
+            response.body = .data(att.encoded ?? ZlibCompatibleGzip.compress(att.data))
             return response
         }
         if !compressible, let range = request.headers["Range"], let (start, end) = parseRange(range, length: att.length)

@@ -1,4 +1,5 @@
 import CouchQuery
+import CouchGzip
 import Foundation
 import HTTPWire
 
@@ -246,7 +247,7 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
             return !coding.dropFirst().contains { $0.replacingOccurrences(of: " ", with: "") == "q=0" }
         }
         guard accepted else { return }
-        response.body = .data(Gzip.compress(data))
+        response.body = .data(ZlibCompatibleGzip.compress(data))
         response.headers.set("Content-Encoding", "gzip")
         response.headers.add("Vary", "Accept-Encoding")
     }

@@ -1,4 +1,5 @@
 import CouchQuery
+import CouchGzip
 import Foundation
 import HTTPWire
 
@@ -134,7 +135,9 @@ extension ServerRequest {
             do {
                 return try Gzip.decompress(body)
             } catch {
-                if error == .tooLarge { throw CouchError(413, "too_large", "the request entity is too large") }
+                if case .outputTooLarge = error {
+                    throw CouchError(413, "too_large", "the request entity is too large")
+                }
                 throw CouchError.badRequest("Request body is not properly gzipped.")
             }
         default:

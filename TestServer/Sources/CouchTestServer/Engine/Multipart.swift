@@ -1,4 +1,5 @@
 import CouchQuery
+import CouchGzip
 import Foundation
 import HTTPWire
 
@@ -125,7 +126,7 @@ extension CouchEngine {
                 ("digest", .string(att.digest)), ("length", .int(Int64(att.length))), ("follows", true),
             ]
             if att.isCompressible {
-                let encoded = att.encoded ?? Gzip.compress(att.data)
+                let encoded = att.encoded ?? ZlibCompatibleGzip.compress(att.data)
                 stub += [("encoding", "gzip"), ("encoded_length", .int(Int64(encoded.count)))]
                 bodies.append((att, encoded, true))
             } else {

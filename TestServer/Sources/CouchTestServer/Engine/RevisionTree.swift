@@ -1,4 +1,5 @@
 import CouchQuery
+import CouchGzip
 import Foundation
 
 /// One attachment as stored with a revision. The bytes are kept whole and binary safe.
@@ -23,7 +24,7 @@ struct Attachment: Sendable {
         self.data = data
         self.digest = ""
         if isCompressible {
-            let gz = Gzip.compress(data)
+            let gz = ZlibCompatibleGzip.compress(data)
             encoded = gz
             self.digest = digest ?? "md5-" + Crypto.md5(gz).base64EncodedString()
         } else {
