@@ -11,6 +11,7 @@ let package = Package(
         .executable(name: "TestServer", targets: ["TestServerCLI"]),
         .executable(name: "SwiftCouchDemo", targets: ["SwiftCouchDemo"]),
         .executable(name: "SwiftCouchBenchmarks", targets: ["SwiftCouchBenchmarks"]),
+        .executable(name: "SwiftCouchChaos", targets: ["SwiftCouchChaos"]),
     ],
     targets: [
         // HTTP/1.1 wire format (parsing and serialising), shared by the TestServer.
@@ -29,6 +30,9 @@ let package = Package(
         .executableTarget(
             name: "SwiftCouchBenchmarks", dependencies: ["SwiftCouch", "CouchTestServer"],
             path: "Sources/SwiftCouchBenchmarks"),
+        // The chaos soak: mixed operations under every fault at once, invariants checked afterwards.
+        .executableTarget(
+            name: "SwiftCouchChaos", dependencies: ["SwiftCouch", "CouchTestServer"], path: "Sources/SwiftCouchChaos"),
         .executableTarget(
             name: "TestServerCLI", dependencies: ["CouchTestServer"], path: "TestServer/Sources/TestServerCLI"),
         .testTarget(
