@@ -84,17 +84,10 @@ final class ChaosLedger: @unchecked Sendable {
 extension ChaosOutcome {
     /// Classifies a client error by what it says about the operation's effect.
     init(_ error: CouchError) {
-        if error.soakOutcomeUnknown {
+        if error.isOutcomeUnknown || error.kind == .decoding {
             self = .unknown(error.description)
         } else {
             self = .notApplied(error.description)
         }
-    }
-}
-
-extension CouchError {
-    /// Whether the error leaves the operation's effect unknown: the request may have been applied.
-    var soakOutcomeUnknown: Bool {
-        kind == .transport || kind == .decoding
     }
 }

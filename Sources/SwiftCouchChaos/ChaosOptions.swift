@@ -21,9 +21,9 @@ struct ChaosOptions: Sendable {
         while let argument = rest.next() {
             switch argument {
             case "--quick":
-                options.chains = 120
-                options.posts = 120
-                options.bulkDocuments = 400
+                options.chains = 300
+                options.posts = 300
+                options.bulkDocuments = 1_000
             case "--operations":
                 // About `n` single-document operations: four fifths in chains, one fifth POSTs.
                 let n = Int(rest.next() ?? "") ?? 3_000

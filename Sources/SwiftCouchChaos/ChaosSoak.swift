@@ -204,8 +204,10 @@ struct ChaosSoak {
     private func cancelSome(
         _ tasks: [(Int, Foundation.Operation)], ledger: ChaosLedger, random: inout ChaosRandom
     ) {
+        // About the time the operations take, so that cancellations land before, during and after sending.
+        let cancelWindow = max(0.2, Double(tasks.count) / 500)
         for (index, task) in tasks where Double.random(in: 0..<1, using: &random) < options.cancelShare {
-            let delay = Double.random(in: 0..<3, using: &random)
+            let delay = Double.random(in: 0..<cancelWindow, using: &random)
             DispatchQueue.global().asyncAfter(deadline: .now() + delay) {
                 ledger.markCancelRequested(index)
                 task.cancel()

@@ -53,12 +53,21 @@ public struct CouchError: Error, Sendable, CustomStringConvertible, CustomDebugS
     public var path: String?
     /// The error that caused this one, if any (a `URLError`, a `DecodingError`, ...).
     public var underlying: (any Error)?
+    /// Whether the server may have carried out the request although this error was reported: the
+    /// request was sent (or may have been) and then the connection was lost, the answer was cut
+    /// off or timed out, or the operation was cancelled while it was on its way; or a resent write
+    /// was answered `409 conflict` after an earlier attempt's outcome was unknown. Read the
+    /// document back before writing it again. False means the request was not carried out: it was
+    /// never sent, or the server answered that it refused it.
+    public var isOutcomeUnknown: Bool
 
     /// Creates an error. Prefer the static factories.
     public init(
         kind: Kind, message: String, statusCode: Int? = nil, error: String? = nil, reason: String? = nil,
-        bodyText: String? = nil, method: String? = nil, path: String? = nil, underlying: (any Error)? = nil
+        bodyText: String? = nil, method: String? = nil, path: String? = nil, underlying: (any Error)? = nil,
+        isOutcomeUnknown: Bool = false
     ) {
+        self.isOutcomeUnknown = isOutcomeUnknown
         self.kind = kind
         self.message = message
         self.statusCode = statusCode
@@ -80,9 +89,16 @@ public struct CouchError: Error, Sendable, CustomStringConvertible, CustomDebugS
         CouchError(kind: .serialisation, message: message, underlying: underlying)
     }
 
-    /// A cancelled operation.
-    public static func cancelled(method: String? = nil, path: String? = nil) -> CouchError {
-        CouchError(kind: .cancelled, message: "The operation was cancelled.", method: method, path: path)
+    /// A cancelled operation; `outcomeUnknown` when the request was already on its way.
+    public static func cancelled(method: String? = nil, path: String? = nil, outcomeUnknown: Bool = false)
+        -> CouchError
+    {
+        CouchError(
+            kind: .cancelled,
+            message: outcomeUnknown
+                ? "The operation was cancelled after its request was sent: the server may have carried it out."
+                : "The operation was cancelled.",
+            method: method, path: path, isOutcomeUnknown: outcomeUnknown)
     }
 
     /// An error from an HTTP response: reads CouchDB's `{"error":..,"reason":..}` body, or keeps

@@ -91,6 +91,12 @@ public final class CouchOperationTask<Operation: CouchOperation>: Foundation.Ope
             return
         }
         let request = prepared.request
+        // A task cancelled up to here has reported its cancellation and sends nothing; from here on
+        // a cancellation goes through the request handle, which says whether the request was sent.
+        guard state.withLock({ $0.lifecycle.beginSending() }) else {
+            complete(.failure(.cancelled(method: request.method.rawValue, path: request.path)))
+            return
+        }
         // 4. the session; 5. processResponse
         let ready = operation
         let handle = session.send(request, isIdempotent: prepared.isIdempotent) { [weak self] result in

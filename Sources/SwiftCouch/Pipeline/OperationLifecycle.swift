@@ -23,6 +23,8 @@ struct OperationLifecycle: Equatable {
     private(set) var isCancelled = false
     /// Whether the completion handler has been claimed.
     private(set) var completionClaimed = false
+    /// Whether the request has been handed to the session (see ``beginSending()``).
+    private(set) var handedToSession = false
 
     mutating func start() -> StartAction {
         guard phase == .pending else { return .ignore }
@@ -34,7 +36,16 @@ struct OperationLifecycle: Equatable {
     mutating func cancel() -> Bool {
         guard phase != .finished else { return false }
         isCancelled = true
-        return !completionClaimed
+        return !completionClaimed && !handedToSession
+    }
+
+    /// The request is about to be handed to the session. False when the operation is already
+    /// cancelled: then nothing is sent. After this, a cancellation is reported by the session's
+    /// request handle, which knows whether the request may have reached the server.
+    mutating func beginSending() -> Bool {
+        guard phase == .executing, !isCancelled else { return false }
+        handedToSession = true
+        return true
     }
 
     /// Claims the completion handler: true the first time only.

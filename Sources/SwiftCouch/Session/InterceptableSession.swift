@@ -15,14 +15,20 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
         var paused = false
         var inFlight: (any Cancellable)?
         var timer: DispatchWorkItem?
+        /// An attempt has been handed to the transport and has not ended with a response.
+        var transmitting = false
+        /// An earlier attempt ended without a response after it was sent: it may have been carried out.
+        var uncertain = false
     }
     private let state = Locked(State())
     private let completion: @Sendable (Result<HTTPResponse, CouchError>) -> Void
-    private let cancelledError: CouchError
+    private let method: String
+    private let path: String
 
     init(request: HTTPRequest, completion: @escaping @Sendable (Result<HTTPResponse, CouchError>) -> Void) {
         self.completion = completion
-        self.cancelledError = .cancelled(method: request.method.rawValue, path: request.path)
+        self.method = request.method.rawValue
+        self.path = request.path
     }
 
     /// Whether `cancel()` was called.
@@ -30,19 +36,44 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
 
     /// Cancels the request: the transport task or the pending retry timer is stopped and the
     /// completion receives a cancelled error, unless it has already been called.
+    ///
+    /// The error says whether the server may have carried the request out
+    /// (``CouchError/isOutcomeUnknown``): true once an attempt was handed to the transport and has
+    /// not been answered, or when an earlier attempt was lost after it was sent.
     public func cancel() {
-        let (inFlight, timer) = state.withLock { state -> ((any Cancellable)?, DispatchWorkItem?) in
+        let (inFlight, timer, unknown) = state.withLock { state -> ((any Cancellable)?, DispatchWorkItem?, Bool) in
             state.cancelled = true
             defer {
                 state.inFlight = nil
                 state.timer = nil
             }
-            return (state.inFlight, state.timer)
+            return (state.inFlight, state.timer, state.transmitting || state.uncertain)
         }
         inFlight?.cancel()
         timer?.cancel()
-        finish(.failure(cancelledError))
+        finish(.failure(.cancelled(method: method, path: path, outcomeUnknown: unknown)))
     }
+
+    /// Called just before an attempt is handed to the transport: false (send nothing) when the
+    /// request is already cancelled, so a cancelled request is never sent.
+    func beginTransmission() -> Bool {
+        state.withLock { state -> Bool in
+            guard !state.cancelled else { return false }
+            state.transmitting = true
+            return true
+        }
+    }
+
+    /// Called when an attempt ended: with a response (`answered`), or without one after it was sent.
+    func endTransmission(answered: Bool) {
+        state.withLock { state in
+            state.transmitting = false
+            if !answered { state.uncertain = true }
+        }
+    }
+
+    /// Whether an attempt was lost after it was sent (so the server may have carried it out).
+    var hadUncertainAttempt: Bool { state.current.uncertain }
 
     /// Calls the completion, the first time only.
     func finish(_ result: Result<HTTPResponse, CouchError>) {
@@ -326,8 +357,11 @@ public final class InterceptableSession: @unchecked Sendable {
         let handle = RequestHandle(request: request) { [self] result in
             queue.async { self.loginFinished(result, request: request) }
         }
-        let attempt = Attempt(
-            request: request, isIdempotent: false, policy: configuration.retryPolicy, handle: handle, isLogin: true)
+        // Repeating a login is harmless (it only issues another cookie or token), so it is retried
+        // after a 429, a 5xx or a dropped connection, within the client's retry policy.
+        var policy = configuration.retryPolicy
+        policy.retryServerErrors = true
+        let attempt = Attempt(request: request, isIdempotent: true, policy: policy, handle: handle, isLogin: true)
         transmit(attempt, request: request, generation: nil)
     }
 
@@ -413,6 +447,7 @@ public final class InterceptableSession: @unchecked Sendable {
                         method: request.method.rawValue, path: request.path)))
             return
         }
+        guard attempt.handle.beginTransmission() else { return }
         attempt.transmissions += 1
         transcript?.log(request: request)
         let started = Date()
@@ -436,6 +471,11 @@ public final class InterceptableSession: @unchecked Sendable {
         started: Date
     ) {
         dispatchPrecondition(condition: .onQueue(queue))
+        if case .failure(let error) = result {
+            attempt.handle.endTransmission(answered: Self.provablyNotSent(error))
+        } else {
+            attempt.handle.endTransmission(answered: true)
+        }
         guard !attempt.handle.isCancelled else { return }
         switch result {
         case .failure(let error):
@@ -447,7 +487,9 @@ public final class InterceptableSession: @unchecked Sendable {
                 schedule(attempt, after: delay, reason: "connection lost")
                 return
             }
-            attempt.handle.finish(.failure(transportError(error, request: request)))
+            var failure = transportError(error, request: request)
+            failure.isOutcomeUnknown = attempt.handle.hadUncertainAttempt
+            attempt.handle.finish(.failure(failure))
         case .success(let response):
             transcript?.log(response: response, for: request, elapsed: Date().timeIntervalSince(started))
             // A `_session` call made by an operation (logging in as someone else, logging out)
@@ -475,8 +517,34 @@ public final class InterceptableSession: @unchecked Sendable {
                 schedule(attempt, after: delay, reason: "HTTP \(response.statusCode)")
                 return
             }
+            if response.statusCode == 409, request.method != .get, request.method != .head,
+                attempt.handle.hadUncertainAttempt
+            {
+                // The conflict may be with this very write, carried out by an attempt whose answer was lost.
+                var conflict = CouchError.http(
+                    status: 409, body: response.body, method: request.method.rawValue, path: request.path)
+                conflict.isOutcomeUnknown = true
+                conflict.message +=
+                    " An earlier attempt of this request was sent and its answer lost, so the conflict may be"
+                    + " with this write itself: read the document to know whether it was carried out."
+                attempt.handle.finish(.failure(conflict))
+                return
+            }
             attempt.handle.finish(.success(response))
         }
+    }
+
+    /// Errors that say the request never reached the server (the connection was not made).
+    static func provablyNotSent(_ error: any Error) -> Bool {
+        if let urlError = error as? URLError {
+            return [.cannotConnectToHost, .cannotFindHost, .dnsLookupFailed, .notConnectedToInternet]
+                .contains(urlError.code)
+        }
+        if let couchError = error as? CouchError, let underlying = couchError.underlying {
+            return provablyNotSent(underlying)
+        }
+        let nsError = error as NSError
+        return nsError.domain == NSPOSIXErrorDomain && nsError.code == Int(ECONNREFUSED)
     }
 
     private func schedule(_ attempt: Attempt, after delay: TimeInterval, reason: String) {
@@ -485,7 +553,15 @@ public final class InterceptableSession: @unchecked Sendable {
                 level: .info,
                 message: "Retrying \(attempt.request) after \(reason) in \(String(format: "%.3f", delay)) s "
                     + "(retry \(attempt.retry.retries) of \(attempt.retry.policy.maximumRetries))"))
-        let item = DispatchWorkItem { [self] in authorize(attempt) }
+        // A login is sent again as it is: going through `authorize` would park it behind the login
+        // in flight, which is itself.
+        let item = DispatchWorkItem { [self] in
+            if attempt.isLogin {
+                transmit(attempt, request: attempt.request, generation: nil)
+            } else {
+                authorize(attempt)
+            }
+        }
         attempt.handle.track(timer: item)
         queue.asyncAfter(deadline: .now() + delay, execute: item)
     }

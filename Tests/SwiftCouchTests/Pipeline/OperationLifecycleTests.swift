@@ -44,6 +44,29 @@ struct OperationLifecycleTests {
         let r9 = life.cancel()
         #expect(!r9)
     }
+
+    @Test("once handed to the session, a cancel is reported by the session's handle, not by the task")
+    func cancelAfterSending() {
+        var life = OperationLifecycle()
+        _ = life.start()
+        let sending = life.beginSending()
+        #expect(sending)
+        let report = life.cancel()
+        #expect(!report)
+        #expect(life.isCancelled)
+        let claimed = life.claimCompletion()
+        #expect(claimed)
+    }
+
+    @Test("cancelled before sending: nothing may be sent")
+    func cancelBeforeSending() {
+        var life = OperationLifecycle()
+        _ = life.start()
+        let report = life.cancel()
+        #expect(report)
+        let sending = life.beginSending()
+        #expect(!sending)
+    }
 }
 
 private func == (lhs: (wasExecuting: Bool, changed: Bool), rhs: (Bool, Bool)) -> Bool {

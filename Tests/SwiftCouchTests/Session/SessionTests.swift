@@ -355,4 +355,10 @@ final class Locked2: @unchecked Sendable {
         defer { lock.unlock() }
         return items.isEmpty ? .failure(SimulationError("script exhausted")) : items.removeFirst()
     }
+    /// The next scripted response, or nil when the script is exhausted.
+    func nextIfAny() -> SimulatedResponse? {
+        lock.lock()
+        defer { lock.unlock() }
+        return items.isEmpty ? nil : items.removeFirst()
+    }
 }
