@@ -47,6 +47,9 @@ struct PreparedRequest: Sendable {
             body = Gzip.compress(plain, level: .fastest)
             headers["Content-Encoding"] = "gzip"
         }
+        // Whatever the operation: no `.`/`..` segment, no header that could inject another.
+        for segment in endpoint.segments { try CouchValidation.validatePathSegment(segment, what: "Path segment") }
+        for field in headers { try CouchValidation.validateHeader(name: field.name, value: field.value) }
         let url = try Self.url(base: baseURL, path: endpoint, parameters: parameters)
         request = HTTPRequest(
             method: method, url: url, headers: headers, body: body, streamedBody: streamedBody, timeout: timeout)

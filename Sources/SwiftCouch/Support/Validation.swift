@@ -27,24 +27,55 @@ public enum CouchValidation {
 
     /// Checks a document id: not empty, and when it starts with `_` it must be a `_design/` or
     /// `_local/` id with a non-empty name.
+    /// Ids (or `_design/`/`_local/` names) that are `.` or `..` are refused: as a path segment they
+    /// would be resolved by URL normalisation and proxies into another resource.
     public static func validateDocumentID(_ id: String) throws(CouchError) {
         guard !id.isEmpty else { throw CouchError.validation("Document id must not be empty.") }
+        try validatePathSegment(id, what: "Document id")
         guard id.hasPrefix("_") else { return }
         for prefix in ["_design/", "_local/"] where id.hasPrefix(prefix) {
             guard id.count > prefix.count else {
                 throw CouchError.validation("Document id '\(id)' needs a name after '\(prefix)'.")
             }
+            try validatePathSegment(String(id.dropFirst(prefix.count)), what: "Document id")
             return
         }
         throw CouchError.validation(
             "Document id '\(id)' starts with '_'; only '_design/' and '_local/' ids may (CouchDB reserves the rest).")
     }
 
-    /// Checks a revision: `N-hex` as CouchDB writes them (`_local` documents use `0-N`).
+    /// Checks a revision: `N-hex` as CouchDB writes them (`_local` documents use `0-N`); the hash
+    /// is visible ASCII without spaces (a revision travels in `If-Match` headers and query strings).
     public static func validateRevision(_ rev: String) throws(CouchError) {
         let parts = rev.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-        guard parts.count == 2, let generation = Int(parts[0]), generation >= 0, !parts[1].isEmpty else {
-            throw CouchError.validation("Revision '\(rev)' is not of the form N-hash.")
+        guard parts.count == 2, let generation = Int(parts[0]), generation >= 0, !parts[1].isEmpty,
+            parts[1].unicodeScalars.allSatisfy({ (0x21...0x7E).contains($0.value) })
+        else {
+            throw CouchError.validation(
+                "Revision '\(rev.debugDescription.dropFirst().dropLast())' is not of the form N-hash.")
+        }
+    }
+
+    /// Refuses a path segment of `.` or `..`: URL normalisation, proxies and servers resolve such a
+    /// segment (`/db/..` is `/`), so the request would reach another resource than the one named.
+    public static func validatePathSegment(_ segment: String, what: String) throws(CouchError) {
+        if segment == "." || segment == ".." {
+            throw CouchError.validation(
+                "\(what) '\(segment)' is refused: as a path segment it would be resolved to another resource.")
+        }
+    }
+
+    /// Refuses a header whose name is not an HTTP token, or whose value holds CR, LF or NUL (which
+    /// would end the header early and let the rest be read as another header or request).
+    public static func validateHeader(name: String, value: String) throws(CouchError) {
+        let tokenCharacters = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
+        guard !name.isEmpty, name.utf8.allSatisfy({ tokenCharacters.contains($0) }) else {
+            throw CouchError.validation(
+                "Header name '\(name.debugDescription.dropFirst().dropLast())' is not an HTTP token.")
+        }
+        if value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) {
+            throw CouchError.validation(
+                "The value of header '\(name)' contains CR, LF or NUL; it is refused (header injection).")
         }
     }
 }

@@ -20,9 +20,11 @@ enum AttachmentPath {
         if name.hasPrefix("_") {
             throw CouchError.validation("Attachment name '\(name)' must not start with '_' (CouchDB refuses it).")
         }
-        if name.split(separator: "/", omittingEmptySubsequences: false).contains(where: \.isEmpty) {
+        let parts = name.split(separator: "/", omittingEmptySubsequences: false)
+        if parts.contains(where: \.isEmpty) {
             throw CouchError.validation("Attachment name '\(name)' has an empty part between '/' separators.")
         }
+        for part in parts { try CouchValidation.validatePathSegment(String(part), what: "Attachment name part") }
         if let revision { try CouchValidation.validateRevision(revision) }
     }
 }

@@ -21,11 +21,16 @@ public struct MIMEPart: Sendable, Hashable {
 /// Writing and reading `multipart/related` and `multipart/mixed` bodies as CouchDB uses them.
 public enum MultipartCoding {
     /// Builds a multipart body from `parts`, separated by `boundary`.
-    public static func encode(_ parts: [MIMEPart], boundary: String) -> Data {
+    /// - Throws: a `.validation` error when a part header has CR, LF or NUL in its value, or a name
+    ///   that is not an HTTP token (it would inject headers or parts).
+    public static func encode(_ parts: [MIMEPart], boundary: String) throws(CouchError) -> Data {
         var out = Data()
         for part in parts {
             out.append(Data("--\(boundary)\r\n".utf8))
-            for field in part.headers { out.append(Data("\(field.name): \(field.value)\r\n".utf8)) }
+            for field in part.headers {
+                try CouchValidation.validateHeader(name: field.name, value: field.value)
+                out.append(Data("\(field.name): \(field.value)\r\n".utf8))
+            }
             out.append(Data("\r\n".utf8))
             out.append(part.body)
             out.append(Data("\r\n".utf8))

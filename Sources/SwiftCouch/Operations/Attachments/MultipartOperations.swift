@@ -103,7 +103,7 @@ public struct PutMultipartDocumentOperation<Document: Encodable & Sendable>: JSO
         while parts.contains(where: { $0.body.range(of: Data("--\(boundary)".utf8)) != nil }) {
             boundary = MultipartCoding.makeBoundary()
         }
-        body = MultipartCoding.encode(parts, boundary: boundary)
+        body = try MultipartCoding.encode(parts, boundary: boundary)
     }
 
     public var endpoint: CouchPath { .document(database, id) }

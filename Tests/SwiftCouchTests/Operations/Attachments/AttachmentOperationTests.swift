@@ -279,7 +279,7 @@ struct AttachmentOperationTests {
 
     @Test("open_revs multipart with attachments (nested multipart/related) and a missing revision")
     func openRevisionsMultipartAttachments() throws {
-        let inner = MultipartCoding.encode(
+        let inner = try MultipartCoding.encode(
             [
                 MIMEPart(
                     headers: ["Content-Type": "application/json"],
@@ -290,7 +290,7 @@ struct AttachmentOperationTests {
                     headers: ["Content-Disposition": "attachment; filename=\"p.png\"", "Content-Type": "image/png"],
                     body: Self.png),
             ], boundary: "inner42")
-        let outer = MultipartCoding.encode(
+        let outer = try MultipartCoding.encode(
             [
                 MIMEPart(headers: ["Content-Type": "multipart/related; boundary=\"inner42\""], body: inner),
                 MIMEPart(
