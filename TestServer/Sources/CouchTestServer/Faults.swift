@@ -35,6 +35,18 @@ public final class TestServerFaults: @unchecked Sendable {
         case truncatedBody
         /// 200 with `Content-Type: application/json` and a body that is not JSON.
         case invalidJSON
+        /// The request runs and is answered normally, as if the connection stayed open (no
+        /// `Connection: close`); then, without reading anything more, the server closes the
+        /// connection after `seconds`. A request the client sent on it in the meantime meets a reset.
+        case replyThenClose(seconds: Double = 0.2)
+        /// A 429 (as `tooManyRequests`), then the connection is closed as in `replyThenClose`.
+        case tooManyRequestsThenClose(retryAfter: Int? = nil, seconds: Double = 0.2)
+        /// The request runs (a write happens), then the connection is closed without any answer.
+        case dropAfterProcessing
+        /// The request runs; its response head is sent one byte at a time over `seconds`.
+        case slowHead(seconds: Double)
+        /// `302 Found` to `location` (another origin, say), without running the request.
+        case redirect(location: String)
 
         public var description: String {
             switch self {
@@ -45,6 +57,11 @@ public final class TestServerFaults: @unchecked Sendable {
             case .delay(let s): return "delay \(s)s"
             case .truncatedBody: return "truncate"
             case .invalidJSON: return "invalid-json"
+            case .replyThenClose(let s): return "reply, then close after \(s)s"
+            case .tooManyRequestsThenClose(_, let s): return "429, then close after \(s)s"
+            case .dropAfterProcessing: return "drop after processing"
+            case .slowHead(let s): return "slow head over \(s)s"
+            case .redirect(let location): return "redirect to \(location)"
             }
         }
     }

@@ -140,7 +140,13 @@ extension TestServerFaults.Fault {
             return ServerResponse(
                 status: 200, headers: ["Content-Type": "application/json", "Cache-Control": "must-revalidate"],
                 body: .data(Data("<html><body>502 Bad Gateway</body></html>{\"ok\":tru\n".utf8)))
-        case .dropConnection, .delay, .truncatedBody:
+        case .tooManyRequestsThenClose(let retryAfter, _):
+            return Self.tooManyRequests(retryAfter: retryAfter).cannedResponse
+        case .redirect(let location):
+            return ServerResponse(
+                status: 302, headers: ["Location": location, "Content-Type": "text/plain"],
+                body: .data(Data("Found\n".utf8)))
+        case .dropConnection, .delay, .truncatedBody, .replyThenClose, .dropAfterProcessing, .slowHead:
             return nil
         }
     }

@@ -26,6 +26,9 @@ public final class TestServer: @unchecked Sendable {
         public var faultSeed: UInt64
         /// The largest request body accepted (413 beyond). Defaults to 300 MiB.
         public var maxRequestBodySize: Int
+        /// Close kept-alive connections idle for this many seconds, without notice (as proxies and
+        /// load balancers do). Defaults to nil: connections stay open until the client closes them.
+        public var keepAliveIdleTimeout: Double? = nil
         /// When set, requests go to this handler instead of the CouchDB engine (the engine is
         /// still created and reachable as `server.engine`). Useful to test the HTTP layer alone.
         public var handler: (any RequestHandler)?
@@ -229,7 +232,8 @@ public final class TestServer: @unchecked Sendable {
         let handler: any RequestHandler = configuration.handler ?? engine
         stopSignal.reset()
         let dispatch = Self.makeDispatch(handler: handler, faults: faults, counter: counter, stopSignal: stopSignal)
-        let options = HTTPServer.Options(port: port, maxBodySize: configuration.maxRequestBodySize)
+        var options = HTTPServer.Options(port: port, maxBodySize: configuration.maxRequestBodySize)
+        options.idleTimeout = configuration.keepAliveIdleTimeout
         let http: HTTPServer
         do {
             http = try HTTPServer(options: options, dispatch: dispatch)
@@ -263,8 +267,17 @@ public final class TestServer: @unchecked Sendable {
                 return .response(handler.handle(request))
             case .truncatedBody:
                 return .truncated(handler.handle(request))
-            case .tooManyRequests, .internalServerError, .serviceUnavailable, .invalidJSON:
+            case .tooManyRequests, .internalServerError, .serviceUnavailable, .invalidJSON, .redirect:
                 return .response(fault.cannedResponse!)
+            case .replyThenClose(let seconds):
+                return .responseThenClose(handler.handle(request), after: seconds)
+            case .tooManyRequestsThenClose(_, let seconds):
+                return .responseThenClose(fault.cannedResponse!, after: seconds)
+            case .dropAfterProcessing:
+                _ = handler.handle(request)
+                return .drop
+            case .slowHead(let seconds):
+                return .slowHead(handler.handle(request), over: seconds)
             }
         }
     }

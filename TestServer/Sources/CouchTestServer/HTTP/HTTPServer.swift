@@ -19,6 +19,11 @@ final class HTTPServer: @unchecked Sendable {
         case drop
         /// Send the head with the full `Content-Length`, half of the body, then close.
         case truncated(ServerResponse)
+        /// Answer as if keeping the connection open, then close it after `after` seconds without
+        /// reading anything more (a request the client sent meanwhile meets a reset).
+        case responseThenClose(ServerResponse, after: Double)
+        /// Answer with the head sent one byte at a time over `over` seconds.
+        case slowHead(ServerResponse, over: Double)
     }
 
     typealias Dispatch = @Sendable (ServerRequest) -> Reply
@@ -29,6 +34,8 @@ final class HTTPServer: @unchecked Sendable {
         var limits = HTTPParserLimits(maxHeadSize: 64 * 1024, maxHeaderCount: 128)
         /// How long to keep retrying when the port is still in use (restarts on the same port).
         var bindRetrySeconds: Double = 3
+        /// Close a kept-alive connection that has been idle this long (nil: keep it until the client closes).
+        var idleTimeout: Double? = nil
     }
 
     static let serverHeader = "CouchDB/3.5.0 (Erlang OTP/26)"
@@ -190,7 +197,10 @@ final class HTTPServer: @unchecked Sendable {
 
         /// Reads and answers one request. False when the connection should close.
         mutating func serveOne() -> Bool {
-            // The head.
+            // The head. An idle kept-alive connection is closed after `idleTimeout`, without notice.
+            if let idle = server.options.idleTimeout, decoder.bufferedByteCount == 0 {
+                POSIXSocket.setReceiveTimeout(fd, seconds: idle)
+            }
             var head: HTTPRequestHead?
             var eof = false
             do {
@@ -211,6 +221,7 @@ final class HTTPServer: @unchecked Sendable {
                 return false
             }
             guard let head else { return false }
+            if server.options.idleTimeout != nil { POSIXSocket.setReceiveTimeout(fd, seconds: 0) }
 
             guard head.target.hasPrefix("/") || head.target == "*" || head.target.contains("://") else {
                 rejectAndClose(HTTPWireError.invalidStartLine("\(head.method) \(head.target)"))
@@ -270,6 +281,13 @@ final class HTTPServer: @unchecked Sendable {
                 if response.headers.connectionTokens.contains("close") { keepAlive = false }
                 let sent = send(response, head: head, keepAlive: keepAlive)
                 return sent && keepAlive && !server.isStopping
+            case .responseThenClose(let response, let seconds):
+                send(response, head: head, keepAlive: head.keepAlive)
+                Thread.sleep(forTimeInterval: seconds)
+                POSIXSocket.resetOnClose(fd)
+                return false
+            case .slowHead(let response, let seconds):
+                return sendSlowHead(response, head: head, keepAlive: keepAlive, over: seconds)
             }
         }
 
@@ -372,6 +390,26 @@ final class HTTPServer: @unchecked Sendable {
                 guard chunked, writer.isOpen else { return false }
                 return POSIXSocket.sendAll(fd, HTTPSerializer.lastChunk())
             }
+        }
+
+        /// Sends `response` whole, but its head one byte at a time spread over `seconds`.
+        func sendSlowHead(
+            _ response: ServerResponse, head request: HTTPRequestHead, keepAlive: Bool, over seconds: Double
+        )
+            -> Bool
+        {
+            var data = Data()
+            if case .data(let d) = response.body { data = d }
+            var response = response
+            response.headers.remove("Transfer-Encoding")
+            response.headers.set("Content-Length", String(data.count))
+            let head = responseHead(response, request: request, keepAlive: keepAlive).serialized
+            let pause = seconds / Double(max(head.count, 1))
+            for byte in head {
+                guard POSIXSocket.sendAll(fd, Data([byte])) else { return false }
+                Thread.sleep(forTimeInterval: pause)
+            }
+            return POSIXSocket.sendAll(fd, request.method == "HEAD" ? Data() : data) && keepAlive
         }
 
         /// Sends the head declaring the whole body, then half of it, and stops.

@@ -206,6 +206,12 @@ enum POSIXSocket {
         _ = shutdown(fd, Int32(SHUT_WR))
     }
 
+    /// Makes the coming `close` reset the connection (RST) instead of a graceful FIN.
+    static func resetOnClose(_ fd: Int32) {
+        var option = linger(l_onoff: 1, l_linger: 0)
+        _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
+    }
+
     static func closeDescriptor(_ fd: Int32) {
         _ = close(fd)
     }
