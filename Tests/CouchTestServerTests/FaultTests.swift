@@ -255,9 +255,19 @@ struct FaultTests {
         #expect(try FaultSpec(parsing: "truncate").fault == .truncatedBody)
         #expect(try FaultSpec(parsing: "invalid-json").fault == .invalidJSON)
         #expect(try FaultSpec(parsing: "500").fault == .internalServerError)
+        #expect(try FaultSpec(parsing: "reply-then-close:0.5").fault == .replyThenClose(seconds: 0.5))
+        #expect(
+            try FaultSpec(parsing: "429-then-close:1,retry-after=2").fault
+                == .tooManyRequestsThenClose(retryAfter: 2, seconds: 1))
+        #expect(try FaultSpec(parsing: "drop-after,method=PUT").fault == .dropAfterProcessing)
+        #expect(try FaultSpec(parsing: "slow-head:2").fault == .slowHead(seconds: 2))
+        #expect(
+            try FaultSpec(parsing: "redirect,location=http://elsewhere:5984/x").fault
+                == .redirect(location: "http://elsewhere:5984/x"))
         for bad in [
             "", "418", "429,next=0", "429,fraction=2", "500,retry-after=1", "429,path=db", "delay:x", "429,bogus=1",
-            "429,next",
+            "429,next", "redirect", "drop,location=http://x", "reply-then-close", "slow-head:-1",
+            "drop-after,retry-after=1",
         ] {
             #expect(throws: FaultSpec.ParseError.self, "\(bad)") { _ = try FaultSpec(parsing: bad) }
         }

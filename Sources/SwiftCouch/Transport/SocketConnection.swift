@@ -95,11 +95,32 @@ final class SocketConnection: @unchecked Sendable {
         var nothingSent = false
         /// Nothing of the response arrived (the head was not delivered).
         var nothingReceived = false
+        /// The peer reset the connection (`ECONNRESET`/`EPIPE`) rather than closing it in order.
+        var peerReset = false
+
+        /// Whether the request provably never reached the server, or repeating it is harmless, so
+        /// it may be sent again on a fresh connection after this failure on a reused one.
+        ///
+        /// - Nothing of it was written: any method.
+        /// - The kept-alive connection was reset before any byte of an answer: any method. A server
+        ///   (or proxy) that closes a connection whose received bytes it has not read makes the
+        ///   kernel answer with a reset; one that read the request and then failed closes in order
+        ///   (end of stream). This is the shape of "answer, then close without `Connection: close`"
+        ///   and of idle keep-alive connections closed under the request.
+        /// - It ended without any answer: GET and HEAD only, which have no effect to repeat. Any other
+        ///   method is not resent here: the server may have carried it out (the session decides,
+        ///   with the operation's idempotency, and says the outcome is unknown).
+        func allowsResend(method: HTTPMethod) -> Bool {
+            if nothingSent { return true }
+            guard nothingReceived else { return false }
+            return peerReset || method == .get || method == .head
+        }
     }
 
     /// Runs `job`: at most two attempts, the second only on a fresh connection after a kept-alive
     /// one failed in a way that proves (or, for GET and HEAD, makes it harmless) that the server
-    /// did not act on the first. Returns the result and whether the connection can be reused.
+    /// did not act on the first (``Failure/allowsResend(method:)``). Returns the result and
+    /// whether the connection can be reused.
     private func perform(
         _ job: SocketJob, buffer: UnsafeMutableRawBufferPointer
     ) -> (Result<HTTPResponse, any Error>, Bool) {
@@ -156,9 +177,7 @@ final class SocketConnection: @unchecked Sendable {
                 closeSocket()
                 let cancelled = pool.isCancelled(job)
                 if cancelled { return (.failure(ClientSocket.error(.cancelled, "The request was cancelled")), false) }
-                let safeMethod = request.method == .get || request.method == .head
-                let resend = reused && attempt == 1 && body.canResend
-                if resend, error.nothingSent || (safeMethod && error.nothingReceived) {
+                if reused, attempt == 1, body.canResend, error.allowsResend(method: request.method) {
                     pool.count(\.staleRetries)
                     continue
                 }
@@ -285,7 +304,7 @@ final class SocketConnection: @unchecked Sendable {
         }
         return Failure(
             error: ClientSocket.error(.networkConnectionLost, "The connection was lost while sending", errno: code),
-            nothingSent: nothingSent, nothingReceived: true)
+            nothingSent: nothingSent, nothingReceived: true, peerReset: code == ECONNRESET || code == EPIPE)
     }
 
     // MARK: - Reading
@@ -395,7 +414,7 @@ final class SocketConnection: @unchecked Sendable {
                 }
                 throw Failure(
                     error: ClientSocket.error(.networkConnectionLost, "Reading the response failed", errno: code),
-                    nothingReceived: received == 0)
+                    nothingReceived: received == 0, peerReset: code == ECONNRESET || code == EPIPE)
             }
         }
     }

@@ -6,8 +6,11 @@ import HTTPWire
 ///
 /// `KIND[,OPTION=VALUE...]`
 ///
-/// * KIND: `429`, `500`, `503`, `drop`, `truncate`, `invalid-json`, `delay:SECONDS`
-/// * `retry-after=SECONDS` (429 and 503)
+/// * KIND: `429`, `500`, `503`, `drop`, `truncate`, `invalid-json`, `delay:SECONDS`, and the shapes
+///   of real servers and proxies: `reply-then-close:SECONDS` (answer, then close without notice),
+///   `429-then-close:SECONDS`, `drop-after` (the request runs, no answer), `slow-head:SECONDS`,
+///   `redirect` with `location=URL`
+/// * `retry-after=SECONDS` (429, 503 and 429-then-close)
 /// * `next=N` (the next N matching requests) or `fraction=F` (0...1); default: every matching request
 /// * `path=/exact/path` or `prefix=/path/prefix`, and `method=GET`
 ///
@@ -39,6 +42,7 @@ public struct FaultSpec: Sendable, Equatable {
         }
         guard let kind = items.first, !kind.isEmpty else { throw ParseError(message: "empty fault spec") }
         var retryAfter: Int?
+        var location: String?
         var frequency: TestServerFaults.Frequency = .always
         var match = TestServerFaults.Match.any
         for item in items.dropFirst() {
@@ -71,6 +75,8 @@ public struct FaultSpec: Sendable, Equatable {
                 match.isPrefix = true
             case "method":
                 match.method = value.uppercased()
+            case "location":
+                location = value
             default:
                 throw ParseError(message: "unknown fault option '\(key)'")
             }
@@ -83,20 +89,39 @@ public struct FaultSpec: Sendable, Equatable {
         case "drop": fault = .dropConnection
         case "truncate": fault = .truncatedBody
         case "invalid-json", "garbage": fault = .invalidJSON
+        case "drop-after": fault = .dropAfterProcessing
+        case "redirect":
+            guard let location else { throw ParseError(message: "redirect needs location=URL") }
+            fault = .redirect(location: location)
         default:
-            if kind.lowercased().hasPrefix("delay:"), let s = Double(kind.dropFirst(6)), s >= 0 {
-                fault = .delay(seconds: s)
-            } else {
+            let (name, argument) = Self.kindWithSeconds(kind.lowercased())
+            switch (name, argument) {
+            case ("delay", let s?): fault = .delay(seconds: s)
+            case ("reply-then-close", let s?): fault = .replyThenClose(seconds: s)
+            case ("429-then-close", let s?): fault = .tooManyRequestsThenClose(retryAfter: retryAfter, seconds: s)
+            case ("slow-head", let s?): fault = .slowHead(seconds: s)
+            default:
                 throw ParseError(
                     message:
-                        "unknown fault '\(kind)' (expected 429, 500, 503, drop, truncate, invalid-json or delay:SECONDS)"
+                        "unknown fault '\(kind)' (expected 429, 500, 503, drop, truncate, invalid-json, delay:SECONDS, "
+                        + "reply-then-close:SECONDS, 429-then-close:SECONDS, drop-after, slow-head:SECONDS or redirect)"
                 )
             }
         }
-        if retryAfter != nil, !(kind == "429" || kind == "503") {
-            throw ParseError(message: "retry-after applies to 429 and 503 only")
+        if retryAfter != nil, !(kind == "429" || kind == "503" || kind.lowercased().hasPrefix("429-then-close")) {
+            throw ParseError(message: "retry-after applies to 429, 503 and 429-then-close only")
+        }
+        if location != nil, kind.lowercased() != "redirect" {
+            throw ParseError(message: "location applies to redirect only")
         }
         self.init(fault: fault, frequency: frequency, match: match)
+    }
+
+    /// `name:SECONDS` split into its name and a non-negative number of seconds (nil when absent or invalid).
+    static func kindWithSeconds(_ kind: String) -> (String, Double?) {
+        guard let colon = kind.firstIndex(of: ":") else { return (kind, nil) }
+        let seconds = Double(kind[kind.index(after: colon)...]).flatMap { $0 >= 0 && $0.isFinite ? $0 : nil }
+        return (String(kind[..<colon]), seconds)
     }
 }
 

@@ -22,9 +22,12 @@ let usage = """
       --admin NAME:PASSWORD Server admin (default admin:password)
       --data-dir DIR        Keep data in DIR so that it survives a restart (default: in memory)
       --session-timeout S   Lifetime of AuthSession cookies in seconds (default 600)
+      --idle-timeout S      Close kept-alive connections idle for S seconds, without notice
       --seed N              Seed for faults that hit a fraction of requests (default 0)
       --fault SPEC          Add a fault rule; may be repeated. SPEC is KIND[,OPTION=VALUE...]
-                              KIND: 429, 500, 503, drop, truncate, invalid-json, delay:SECONDS
+                              KIND: 429, 500, 503, drop, truncate, invalid-json, delay:SECONDS,
+                                reply-then-close:SECONDS, 429-then-close:SECONDS, drop-after,
+                                slow-head:SECONDS, redirect (with location=URL)
                               retry-after=S  (429/503)   next=N | fraction=F (0...1)
                               path=/exact | prefix=/start   method=GET
                             e.g. --fault 429,retry-after=1,next=3,prefix=/db
@@ -76,6 +79,10 @@ func parseArguments(_ commandLine: [String]) -> (TestServer.Configuration, [Faul
             let text = value(for: option)
             guard let seconds = Int(text), seconds > 0 else { fail("invalid session timeout '\(text)'") }
             configuration.sessionTimeout = seconds
+        case "--idle-timeout":
+            let text = value(for: option)
+            guard let seconds = Double(text), seconds > 0 else { fail("invalid idle timeout '\(text)'") }
+            configuration.keepAliveIdleTimeout = seconds
         case "--seed":
             let text = value(for: option)
             guard let seed = UInt64(text) else { fail("invalid seed '\(text)'") }

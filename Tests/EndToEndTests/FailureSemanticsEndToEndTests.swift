@@ -1,0 +1,59 @@
+import CouchTestServer
+import Foundation
+import SwiftCouch
+import Testing
+
+/// The rows of the README's "Failure semantics" table that need a server's fault shapes: what is
+/// resent, what is never resent, and what an unknown outcome looks like.
+@Suite("Failure semantics under the faults real servers and proxies produce")
+struct FailureSemanticsEndToEndTests {
+    /// A server answers as if it kept the connection open, then closes it without notice: the
+    /// next request on that pooled connection meets a reset before any answer. Nothing of it
+    /// reached the server, so it is resent on a fresh connection: PUTs and POSTs alike, once each.
+    @Test("Reply, then close without notice: the next PUT and POST on that connection are resent, once")
+    func replyThenCloseResendsTheNextRequest() async throws {
+        try await withPrivateTestServer(for: "reply-then-close resends", concurrency: 1) { server, client in
+            let db = E2EEnvironment.uniqueDatabaseName("reply-then-close")
+            _ = try await client.execute(CreateDatabaseOperation(name: db))
+            for round in 0..<4 {
+                server.faults.failNext(with: .replyThenClose(seconds: 0.4), matching: .path("/\(db)", method: "GET"))
+                _ = try await client.execute(GetDatabaseInfoOperation(name: db))
+                _ = try await client.execute(
+                    PutDocumentOperation(
+                        database: db, id: "put-\(round)", document: Note(_id: nil, _rev: nil, text: "put", n: round)))
+                server.faults.failNext(with: .replyThenClose(seconds: 0.4), matching: .path("/\(db)", method: "GET"))
+                _ = try await client.execute(GetDatabaseInfoOperation(name: db))
+                _ = try await client.execute(
+                    CreateDocumentOperation(database: db, document: Note(_id: nil, _rev: nil, text: "post", n: round)))
+            }
+            let info = try await client.value(GetDatabaseInfoOperation(name: db))
+            #expect(info.docCount == 8)  // every write once: nothing lost, nothing duplicated
+            #expect(server.requestCount(path: "/\(db)", method: "POST") == 4)  // the lost sends never arrived
+            _ = try await client.execute(DeleteDatabaseOperation(name: db))
+        }
+    }
+
+    /// The 429 storm of issue 8: a 429 and a close without `Connection: close`; the retry goes
+    /// out on the dead connection, meets the reset, and is resent on a fresh one.
+    @Test("429, then close without notice: the retried write is resent on a fresh connection and succeeds")
+    func tooManyRequestsThenClose() async throws {
+        try await withPrivateTestServer(for: "429-then-close resends", concurrency: 1) { server, client in
+            let db = E2EEnvironment.uniqueDatabaseName("429-then-close")
+            _ = try await client.execute(CreateDatabaseOperation(name: db))
+            for round in 0..<4 {
+                server.faults.failNext(
+                    with: .tooManyRequestsThenClose(retryAfter: nil, seconds: 0.4), matching: .pathPrefix("/\(db)/"))
+                _ = try await client.execute(
+                    PutDocumentOperation(
+                        database: db, id: "doc-\(round)", document: Note(_id: nil, _rev: nil, text: "x", n: round)))
+                server.faults.failNext(
+                    with: .tooManyRequestsThenClose(retryAfter: nil, seconds: 0.4),
+                    matching: .path("/\(db)", method: "POST"))
+                _ = try await client.execute(
+                    CreateDocumentOperation(database: db, document: Note(_id: nil, _rev: nil, text: "y", n: round)))
+            }
+            #expect(try await client.value(GetDatabaseInfoOperation(name: db)).docCount == 8)
+            _ = try await client.execute(DeleteDatabaseOperation(name: db))
+        }
+    }
+}
