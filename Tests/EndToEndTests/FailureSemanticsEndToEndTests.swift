@@ -57,3 +57,38 @@ struct FailureSemanticsEndToEndTests {
         }
     }
 }
+
+/// Redirects are never followed: a `Cookie` or `Authorization` header must not reach another
+/// origin, and a write must not be silently replayed elsewhere.
+@Suite("Redirects are reported, never followed")
+struct RedirectEndToEndTests {
+    @Test("A 302 to another origin is a clear error; the other origin receives nothing", arguments: ["GET", "PUT"])
+    func redirectToAnotherOrigin(method: String) async throws {
+        let elsewhere = try TestServer.start()
+        defer { elsewhere.stop() }
+        try await withPrivateTestServer(for: "redirects") { server, client in
+            let db = E2EEnvironment.uniqueDatabaseName("redirect")
+            _ = try await client.execute(CreateDatabaseOperation(name: db))
+            let target = elsewhere.url.absoluteString + "/\(db)/doc?token=secret"
+            server.faults.failNext(with: .redirect(location: target), matching: .path("/\(db)/doc", method: method))
+            do {
+                if method == "GET" {
+                    _ = try await client.execute(GetDocumentOperation<Note>(database: db, id: "doc"))
+                } else {
+                    _ = try await client.execute(
+                        PutDocumentOperation(
+                            database: db, id: "doc", document: Note(_id: nil, _rev: nil, text: "x", n: 1)))
+                }
+                Issue.record("a redirect was reported as success")
+            } catch let error as CouchError {
+                #expect(error.statusCode == 302)
+                #expect(error.message.contains("redirect"))
+                #expect(error.message.contains("\(elsewhere.port)/\(db)/doc"))  // where it pointed
+                #expect(!error.message.contains("secret"))  // but not its query
+                #expect(!String(describing: error).contains(server.adminPassword))
+            }
+            #expect(elsewhere.requestCount() == 0)
+            _ = try await client.execute(DeleteDatabaseOperation(name: db))
+        }
+    }
+}

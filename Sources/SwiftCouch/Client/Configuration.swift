@@ -1,7 +1,12 @@
 import Foundation
 
 /// A user name and password for a CouchDB server. Its description never shows the password.
-public struct Credentials: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
+///
+/// Its description, debug description and mirror (what `dump`, `Mirror` and debuggers show)
+/// never contain the password.
+public struct Credentials: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible,
+    CustomReflectable
+{
     public var username: String
     public var password: String
 
@@ -12,6 +17,7 @@ public struct Credentials: Sendable, Hashable, CustomStringConvertible, CustomDe
 
     public var description: String { "Credentials(username: \(username), password: <redacted>)" }
     public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: ["username": username, "password": "<redacted>"]) }
 }
 
 /// How a client proves who it is. Its description never shows a key or token.

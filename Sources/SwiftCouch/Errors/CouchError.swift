@@ -101,6 +101,19 @@ public struct CouchError: Error, Sendable, CustomStringConvertible, CustomDebugS
             method: method, path: path, isOutcomeUnknown: outcomeUnknown)
     }
 
+    /// The error for a redirect (any 3xx but `304 Not Modified`), which SwiftCouch never follows:
+    /// following it could carry the `Cookie` or `Authorization` header to another origin, or replay
+    /// a write somewhere else. The message names where it pointed, without user information,
+    /// query or fragment (which may hold tokens).
+    public static func redirect(status: Int, location: String?, method: String?, path: String?) -> CouchError {
+        var message = "HTTP \(status): the server answered with a redirect"
+        if let location, let shown = Redaction.location(location) { message += " to \(shown)" }
+        message +=
+            ", which SwiftCouch does not follow (it could carry credentials to another origin). Give the client"
+            + " the URL the server redirects to."
+        return CouchError(kind: .http, message: message, statusCode: status, method: method, path: path)
+    }
+
     /// An error from an HTTP response: reads CouchDB's `{"error":..,"reason":..}` body, or keeps
     /// the body as text when it is not that.
     public static func http(

@@ -16,7 +16,12 @@ public struct HTTPMethod: RawRepresentable, Hashable, Sendable, CustomStringConv
 }
 
 /// HTTP header fields with case-insensitive look-up, kept in the order they were set.
-public struct HTTPFields: Sendable, Hashable, Sequence, ExpressibleByDictionaryLiteral, CustomStringConvertible {
+///
+/// Its description and mirror (what `dump` and debuggers show) hide the values of `Authorization`,
+/// `Cookie`, `Set-Cookie` and `Proxy-Authorization`.
+public struct HTTPFields: Sendable, Hashable, Sequence, ExpressibleByDictionaryLiteral, CustomStringConvertible,
+    CustomReflectable
+{
     /// The fields as name/value pairs, in order.
     public private(set) var pairs: [Pair]
 
@@ -27,6 +32,15 @@ public struct HTTPFields: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
     }
 
     public init() { pairs = [] }
+
+    public var customMirror: Mirror {
+        Mirror(
+            self,
+            children: pairs.map {
+                (label: $0.name, value: Redaction.headerValue(name: $0.name, value: $0.value) as Any)
+            },
+            displayStyle: .dictionary)
+    }
 
     public init(dictionaryLiteral elements: (String, String)...) {
         pairs = elements.map { Pair(name: $0.0, value: $0.1) }

@@ -149,6 +149,8 @@ public final class InterceptableSession: @unchecked Sendable {
     fileprivate let transcript: TranscriptLogger?
     private var sessionState = AuthSessionState()
     private var waiting: [Attempt] = []
+    /// Rejected requests waiting for the check of their session (see `checkSession`).
+    private var checking: [Rejected] = []
     /// Injectable clock and randomness, for tests of the timing logic.
     var now: @Sendable () -> Date = { Date() }
     var random: @Sendable () -> Double = { Double.random(in: 0...1) }
@@ -256,7 +258,8 @@ public final class InterceptableSession: @unchecked Sendable {
     // MARK: - Authentication
 
     /// How requests are authenticated, decided once from the configuration and credentials.
-    enum Scheme {
+    /// Its mirror shows the principal only: never a password, key or token.
+    enum Scheme: CustomReflectable {
         /// Anonymous.
         case none
         /// A fixed `Authorization` header (Basic, or a static bearer token).
@@ -277,6 +280,8 @@ public final class InterceptableSession: @unchecked Sendable {
             case (.cookie, let credentials?): self = .cookie(credentials)
             }
         }
+
+        var customMirror: Mirror { Mirror(self, children: ["principal": principal], displayStyle: .enum) }
 
         /// Who is logging in, for messages (never a secret).
         var principal: String {
@@ -331,14 +336,13 @@ public final class InterceptableSession: @unchecked Sendable {
         let request: HTTPRequest
         switch scheme {
         case .cookie(let credentials):
-            var components = URLComponents(url: baseURL, resolvingAgainstBaseURL: false)!
-            components.percentEncodedPath = CouchPath("_session").encoded
-            components.query = nil
+            // Under the base URL's path, as every request is (`https://host/couchdb/_session`).
+            let url = (try? PreparedRequest.url(base: baseURL, path: CouchPath("_session"), parameters: [])) ?? baseURL
             let body = try? JSONSerialization.data(
                 withJSONObject: ["name": credentials.username, "password": credentials.password],
                 options: [.sortedKeys])
             request = HTTPRequest(
-                method: .post, url: components.url!,
+                method: .post, url: url,
                 headers: ["Content-Type": "application/json", "Accept": "application/json"],
                 body: body, timeout: configuration.requestTimeout)
         case .iam(let apiKey, let tokenURL):
@@ -501,36 +505,120 @@ public final class InterceptableSession: @unchecked Sendable {
             }
             if let generation, isSessionRejection(response), !attempt.authReplayed {
                 attempt.authReplayed = true
-                let (action, startLogin) = sessionState.requestRejected(usedGeneration: generation)
+                let (action, startLogin) = sessionState.requestRejected(
+                    usedGeneration: generation, expired: response.statusCode == 403)
                 switch action {
                 case .resend: authorize(attempt)
                 case .wait: waiting.append(attempt)
+                case .check(let startCheck):
+                    checking.append(Rejected(attempt: attempt, request: request, response: response))
+                    if startCheck { checkSession(generation: generation) }
                 }
                 if startLogin { logIn() }
                 return
             }
-            let outcome = AttemptOutcome.response(
-                status: response.statusCode, retryAfter: response.headers["Retry-After"])
-            if case .retry(let delay) = attempt.retry.decide(
-                after: outcome, isIdempotent: attempt.isIdempotent, now: now(), random: random)
-            {
-                schedule(attempt, after: delay, reason: "HTTP \(response.statusCode)")
-                return
+            deliver(response, attempt: attempt, request: request)
+        }
+    }
+
+    /// The end of a response's way through the session: a redirect becomes an error, a status the
+    /// retry policy retries is sent again later, a conflict after a lost attempt says the outcome
+    /// is unknown, anything else is the answer.
+    private func deliver(_ response: HTTPResponse, attempt: Attempt, request: HTTPRequest) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        if (300...399).contains(response.statusCode), response.statusCode != 304 {
+            // Never followed: it could carry credentials to another origin, or replay a write elsewhere.
+            attempt.handle.finish(
+                .failure(
+                    .redirect(
+                        status: response.statusCode, location: response.headers["Location"],
+                        method: request.method.rawValue, path: request.path)))
+            return
+        }
+        let outcome = AttemptOutcome.response(
+            status: response.statusCode, retryAfter: response.headers["Retry-After"])
+        if case .retry(let delay) = attempt.retry.decide(
+            after: outcome, isIdempotent: attempt.isIdempotent, now: now(), random: random)
+        {
+            schedule(attempt, after: delay, reason: "HTTP \(response.statusCode)")
+            return
+        }
+        if response.statusCode == 409, request.method != .get, request.method != .head,
+            attempt.handle.hadUncertainAttempt
+        {
+            // The conflict may be with this very write, carried out by an attempt whose answer was lost.
+            var conflict = CouchError.http(
+                status: 409, body: response.body, method: request.method.rawValue, path: request.path)
+            conflict.isOutcomeUnknown = true
+            conflict.message +=
+                " An earlier attempt of this request was sent and its answer lost, so the conflict may be"
+                + " with this write itself: read the document to know whether it was carried out."
+            attempt.handle.finish(.failure(conflict))
+            return
+        }
+        attempt.handle.finish(.success(response))
+    }
+
+    /// A request whose rejection (401) waits for the check of its cookie.
+    private struct Rejected {
+        let attempt: Attempt
+        let request: HTTPRequest
+        let response: HTTPResponse
+    }
+
+    /// Asks the server whether the cookie (or token) of `generation` is still alive: `GET /_session`
+    /// answers with the user's name while it is. Cheap (no password hashing, no login rate limit),
+    /// and sent once however many requests wait for it.
+    private func checkSession(generation: Int) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        var request = HTTPRequest(
+            method: .get,
+            url: (try? PreparedRequest.url(base: baseURL, path: CouchPath("_session"), parameters: [])) ?? baseURL,
+            headers: ["Accept": "application/json"], timeout: configuration.requestTimeout)
+        if let credential = sessionState.cookie {
+            if case .iam = scheme {
+                request.headers["Authorization"] = "Bearer \(credential)"
+            } else {
+                request.headers["Cookie"] = "AuthSession=\(credential)"
             }
-            if response.statusCode == 409, request.method != .get, request.method != .head,
-                attempt.handle.hadUncertainAttempt
-            {
-                // The conflict may be with this very write, carried out by an attempt whose answer was lost.
-                var conflict = CouchError.http(
-                    status: 409, body: response.body, method: request.method.rawValue, path: request.path)
-                conflict.isOutcomeUnknown = true
-                conflict.message +=
-                    " An earlier attempt of this request was sent and its answer lost, so the conflict may be"
-                    + " with this write itself: read the document to know whether it was carried out."
-                attempt.handle.finish(.failure(conflict))
-                return
-            }
-            attempt.handle.finish(.success(response))
+        }
+        let handle = RequestHandle(request: request) { [self] result in
+            queue.async { self.sessionChecked(result, generation: generation) }
+        }
+        // Sent as it is, like a login (not parked behind the session it checks), and retried as one.
+        var policy = configuration.retryPolicy
+        policy.retryServerErrors = true
+        let attempt = Attempt(request: request, isIdempotent: true, policy: policy, handle: handle, isLogin: true)
+        transmit(attempt, request: request, generation: nil)
+    }
+
+    private func sessionChecked(_ result: Result<HTTPResponse, CouchError>, generation: Int) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        struct SessionInfo: Decodable {
+            struct UserContext: Decodable { var name: String? }
+            var userCtx: UserContext
+        }
+        var alive = false
+        if case .success(let response) = result, response.statusCode == 200,
+            let info = try? JSONDecoder().decode(SessionInfo.self, from: response.body)
+        {
+            alive = info.userCtx.name != nil
+        }
+        let parked = checking
+        checking = []
+        switch sessionState.sessionChecked(generation: generation, alive: alive) {
+        case .report:
+            configuration.logHandler?(
+                LogEvent(
+                    level: .info,
+                    message: "The session of \(scheme.principal) is alive: \(parked.count) rejected request(s) "
+                        + "reported as answered, without logging in again"))
+            for rejected in parked { deliver(rejected.response, attempt: rejected.attempt, request: rejected.request) }
+        case .resend:
+            parked.forEach { authorize($0.attempt) }
+        case .wait(let startLogin):
+            waiting += parked.map(\.attempt)
+            if startLogin { logIn() }
         }
     }
 

@@ -28,7 +28,7 @@ public final class URLSessionTransport: Transport {
     /// - Parameter maximumConnectionsPerHost: how many connections to open to one server. Defaults to 6.
     public init(maximumConnectionsPerHost: Int = 6) {
         let configuration = URLSessionTransport.configuration(maximumConnectionsPerHost: maximumConnectionsPerHost)
-        session = URLSession(configuration: configuration)
+        session = URLSession(configuration: configuration, delegate: WholeBodyDelegate(), delegateQueue: nil)
         streamingDelegate = StreamingDelegate()
         let delegateQueue = OperationQueue()
         delegateQueue.maxConcurrentOperationCount = 1
@@ -190,6 +190,23 @@ final class StreamingTaskHandle: StreamingTask, @unchecked Sendable {
     func cancel() { task.cancel() }
 }
 
+/// The whole-body session's delegate: redirects are never followed (the 3xx response is the
+/// answer, which the session reports as an error).
+///
+/// It does not offer a new body stream: when libcurl resends a request with a body on a fresh
+/// connection after a reused one was reset, FoundationNetworking (Linux) can rewind only stream
+/// bodies and traps when given one for a `httpBody` request; without one, that resend waits for
+/// the request's timeout and fails with it (outcome unknown). The socket transport, the default
+/// for `http` on Linux, resends such requests itself.
+private final class WholeBodyDelegate: NSObject, URLSessionTaskDelegate, Sendable {
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
+        completionHandler(nil)
+    }
+}
+
 /// Routes a streaming session's delegate calls to each task's receiver.
 ///
 /// `@unchecked Sendable`: the receiver table is a `Locked`; URLSession calls the delegate on its
@@ -207,6 +224,13 @@ private final class StreamingDelegate: NSObject, URLSessionDataDelegate, @unchec
 
     private func receiver(for task: URLSessionTask) -> (any StreamReceiver)? {
         entries.withLock { $0[task.taskIdentifier]?.receiver }
+    }
+
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
+        completionHandler(nil)  // never followed: see WholeBodyDelegate
     }
 
     func urlSession(

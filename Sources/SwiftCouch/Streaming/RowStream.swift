@@ -245,7 +245,8 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
             do {
                 decoded.append(try decoder.decode(Row.self, from: element))
             } catch {
-                let text = String(decoding: element.prefix(500), as: UTF8.self)
+                // Quoted as transcripts are: passwords, keys and tokens redacted.
+                let text = Redaction.redact(String(decoding: element.prefix(500), as: UTF8.self))
                 finish(
                     .failure(
                         CouchError(

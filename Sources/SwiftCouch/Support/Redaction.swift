@@ -34,6 +34,19 @@ enum Redaction {
         return result
     }
 
+    /// A redirect's `Location` as it may be shown: scheme, host, port and path only (no user
+    /// information, query or fragment). Nil when it is not a URL.
+    static func location(_ location: String) -> String? {
+        guard var components = URLComponents(string: location.trimmingCharacters(in: .whitespaces)) else {
+            return nil
+        }
+        components.user = nil
+        components.password = nil
+        components.query = nil
+        components.fragment = nil
+        return components.string.map { String($0.prefix(500)) }
+    }
+
     private static func replacing(pattern: String, in text: String, with template: String) -> String {
         guard let regex = try? NSRegularExpression(pattern: pattern, options: [.caseInsensitive]) else { return text }
         let range = NSRange(text.startIndex..., in: text)

@@ -11,6 +11,10 @@ final class FakeCookieServer: @unchecked Sendable {
     private var cookieNumber = 0
     private(set) var logins = 0
     private(set) var rejected = 0
+    private(set) var checks = 0
+    /// Paths that answer 401 even with a valid cookie (as CouchDB's admin-only endpoints do for a
+    /// user who is not an admin).
+    private var forbiddenPaths: Set<String> = []
     let password: String
     let maxAge: Int
 
@@ -32,6 +36,18 @@ final class FakeCookieServer: @unchecked Sendable {
         return logins
     }
 
+    var checkCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return checks
+    }
+
+    func forbid(_ path: String) {
+        lock.lock()
+        forbiddenPaths.insert(path)
+        lock.unlock()
+    }
+
     func respond(_ request: HTTPRequest) -> SimulatedResponse {
         lock.lock()
         defer { lock.unlock() }
@@ -48,6 +64,18 @@ final class FakeCookieServer: @unchecked Sendable {
             return .json(
                 200, #"{"ok":true,"name":"admin","roles":["_admin"]}"#,
                 headers: ["Set-Cookie": "AuthSession=\(validCookie!); Version=1; Max-Age=\(maxAge); Path=/; HttpOnly"])
+        }
+        let authenticated = validCookie.map { request.headers["Cookie"] == "AuthSession=\($0)" } ?? false
+        if request.path == "/_session", request.method == .get {
+            checks += 1
+            return .json(
+                200,
+                authenticated
+                    ? #"{"ok":true,"userCtx":{"name":"admin","roles":[]}}"#
+                    : #"{"ok":true,"userCtx":{"name":null,"roles":[]}}"#)
+        }
+        if authenticated, forbiddenPaths.contains(request.path) {
+            return .json(401, #"{"error":"unauthorized","reason":"You are not a server admin."}"#)
         }
         guard let validCookie, request.headers["Cookie"] == "AuthSession=\(validCookie)" else {
             rejected += 1

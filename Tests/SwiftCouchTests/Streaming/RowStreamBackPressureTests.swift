@@ -118,3 +118,28 @@ struct RowStreamBackPressureTests {
         #expect(after < 1_000)
     }
 }
+
+@Suite("Row streams: decoding errors")
+struct RowDecodingErrorTests {
+
+    @Test("A row that does not decode is quoted in the error with its secrets redacted")
+    func rowDecodingErrorIsRedacted() async throws {
+        let body =
+            #"{"total_rows":1,"offset":0,"rows":[{"id":"org.couchdb.user:bob","key":"k","value":{"password":"hunter2","derived_key":"abc123","note":"visible"}}]}"#
+        let transport = SimulatedTransport(responses: [.json(200, body)])
+        let client = Simulation.client(transport: transport)
+        defer { client.shutdown() }
+        do {
+            for try await _ in client.rows(
+                QueryViewOperation<String, Int, JSONValue>(database: "_users", design: "d", view: "v"))
+            {}
+            Issue.record("a row that does not decode was accepted")
+        } catch let error as CouchError {
+            #expect(error.kind == .decoding)
+            #expect(error.message.contains("visible"))  // the row is quoted
+            #expect(!error.message.contains("hunter2"))
+            #expect(!error.message.contains("abc123"))
+            #expect(!String(reflecting: error).contains("hunter2"))
+        }
+    }
+}
