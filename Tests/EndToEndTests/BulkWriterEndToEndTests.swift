@@ -53,6 +53,43 @@ struct BulkWriterEndToEndTests {
             #expect(try await client.value(GetDatabaseInfoOperation(name: "storm")).docCount == 500)
         }
     }
+
+    /// Issue 8 item 4: CouchDB fails a whole `_bulk_docs` request for one illegal id.
+    @Test("5,000 documents with one illegal id: 4,999 written, one illegal_docid failure")
+    func oneIllegalIDFailsAlone() async throws {
+        try await withDatabase("bulkillegal") { client, db in
+            let writer = BulkWriter<Note>(
+                client: client, database: db, options: .init(batchSize: 500, maximumBatchesInFlight: 3))
+            for index in 0..<5_000 {
+                try await writer.add(Note(_id: index == 2_345 ? "_illegal" : "n\(index)", text: "note", n: index))
+            }
+            let results = try await writer.finish()
+            #expect(results.filter { $0.rev != nil }.count == 4_999)
+            #expect(results[2_345].error?.error == "illegal_docid")
+            #expect(try await client.value(GetDatabaseInfoOperation(name: db)).docCount == 4_999)
+        }
+    }
+
+    /// Issue 8 item 12: a `_bulk_docs` request carried out whose answer was lost is sent again;
+    /// documents without `_id` got one on the client, so the resend creates nothing twice, and
+    /// the conflicts it meets are recognised as the lost write.
+    @Test("Answers lost after the write: documents without _id are written once each and reported written")
+    func lostAnswersNeverDuplicate() async throws {
+        try await withPrivateTestServer(for: "lost bulk answers") { server, client in
+            let db = E2EEnvironment.uniqueDatabaseName("bulklost")
+            _ = try await client.execute(CreateDatabaseOperation(name: db))
+            server.faults.failNext(2, with: .dropAfterProcessing, matching: .path("/\(db)/_bulk_docs", method: "POST"))
+            var options = BulkWriter<Note>.Options(batchSize: 100, maximumBatchesInFlight: 2)
+            options.rowRetryDelay = 0.01
+            let writer = BulkWriter<Note>(client: client, database: db, options: options)
+            for index in 0..<300 { try await writer.add(Note(text: "no id", n: index)) }
+            let results = try await writer.finish()
+            #expect(results.allSatisfy { $0.rev?.hasPrefix("1-") == true }, "\(results.compactMap(\.error).prefix(3))")
+            #expect(Set(results.compactMap(\.id)).count == 300)
+            #expect(try await client.value(GetDatabaseInfoOperation(name: db)).docCount == 300)
+            _ = try await client.execute(DeleteDatabaseOperation(name: db))
+        }
+    }
 }
 
 extension Array where Element: Sendable {

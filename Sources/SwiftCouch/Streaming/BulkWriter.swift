@@ -5,11 +5,24 @@ import Foundation
 ///
 /// Feed it documents one at a time (``add(_:)`` waits while the maximum number of batches is in
 /// flight, so a fast producer cannot run ahead of the server) or as an `AsyncSequence`
-/// (``write(contentsOf:)``), then call ``finish()``. Rows that fail for a reason worth retrying
-/// (`too_many_requests`, `timeout`, `unknown_error`, `internal_server_error`,
-/// `service_unavailable`) are sent again in a later batch, with backoff, up to
-/// ``Options/rowRetries`` times; conflicts and validation failures are reported, never retried.
-/// Whole-request 429s are retried by the session as for every operation.
+/// (``write(contentsOf:)``), then call ``finish()``.
+///
+/// What it guarantees, whatever the server does:
+/// - **One bad document fails alone.** A document CouchDB would refuse in a way that fails the
+///   whole request (an `_id` starting with `_` other than `_design/`/`_local/`, an empty `_id`, a
+///   body that is not a JSON object) is refused before batching, with the error CouchDB gives
+///   (`illegal_docid`, `bad_request`). A batch the server still rejects as a whole (400, 413) is
+///   split in halves until the documents at fault are alone, so every other document is written.
+/// - **No duplicates.** A document without `_id` gets one on the client (``Options/makeID``)
+///   before its first send, so sending it again can never create a second document.
+/// - **Resending is safe.** Rows that fail for a reason worth retrying (`too_many_requests`,
+///   `timeout`, `unknown_error`, `internal_server_error`, `service_unavailable`), and whole
+///   batches whose answer was lost, are sent again with backoff, up to ``Options/rowRetries``
+///   times. A resent document answered `conflict` is read back: when the stored revision is the
+///   one the lost write made (the next generation after the revision sent, with the same body),
+///   the row is the success it was; otherwise the conflict is reported.
+/// - Conflicts and validation failures are reported, never retried. Whole-request 429s are retried
+///   by the session as for every operation.
 ///
 /// ```swift
 /// let writer = BulkWriter<Album>(client: client, database: "albums")
@@ -27,6 +40,11 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         public var rowRetries: Int = 3
         /// The delay before the first row retry, doubling each time. Defaults to 0.1 seconds.
         public var rowRetryDelay: TimeInterval = 0.1
+        /// Makes the `_id` of a document that has none (so that resending it cannot duplicate it).
+        /// Defaults to a random UUID as 32 lowercase hex digits, like CouchDB's own `random` ids.
+        public var makeID: @Sendable () -> String = {
+            UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        }
 
         public init(batchSize: Int = 500, maximumBatchesInFlight: Int = 4, rowRetries: Int = 3) {
             self.batchSize = batchSize
@@ -43,13 +61,24 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     private let client: CouchDBClient
     private let database: String
     private let options: Options
-    private var pending: [(index: Int, document: Document)] = []
+    private var pending: [Item] = []
     private var count = 0
     private var inFlight = 0
     private var slotWaiters: [CheckedContinuation<Void, Never>] = []
     private var results: [Int: BulkWriteResult] = [:]
     private var batches: [Task<Void, Never>] = []
     private var finished = false
+
+    /// One document on its way: its encoded body (with its `_id`), and what resending needs.
+    struct Item: Sendable {
+        var index: Int
+        var id: String
+        /// The `_rev` it was sent with (the parent of the revision it makes).
+        var parentRevision: String?
+        var body: Data
+        /// Sent before without a known outcome: a conflict may be with this write itself.
+        var resent = false
+    }
 
     /// Creates a writer for `database`.
     public init(client: CouchDBClient, database: String, options: Options = Options()) {
@@ -63,12 +92,17 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     }
 
     /// Queues one document; sends a batch when one is full, waiting while the maximum number of
-    /// batches is in flight.
+    /// batches is in flight. A document CouchDB would refuse (see the type's documentation) is not
+    /// queued: its result is the failure, and the others are unaffected.
     /// - Throws: ``CouchError`` (`.validation`) after ``finish()``.
     public func add(_ document: Document) async throws(CouchError) {
         guard !finished else { throw CouchError.validation("The BulkWriter has finished; make a new one.") }
-        pending.append((count, document))
+        let index = count
         count += 1
+        switch Self.prepare(document, index: index, makeID: options.makeID) {
+        case .success(let item): pending.append(item)
+        case .failure(let refusal): results[index] = .failure(refusal)
+        }
         if pending.count >= options.batchSize { await sendPending() }
     }
 
@@ -92,6 +126,54 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         }
     }
 
+    // MARK: - Preparing documents
+
+    private struct Meta: Decodable {
+        var _id: String?
+        var _rev: String?
+    }
+
+    /// Encodes `document`, gives it an `_id` when it has none, and refuses what CouchDB would
+    /// refuse for the whole request.
+    static func prepare(_ document: Document, index: Int, makeID: () -> String) -> Result<Item, DocumentError> {
+        var body: Data
+        do {
+            body = try DocumentBody.encode(document)
+        } catch {
+            let message = (error as? CouchError)?.message ?? "\(error)"
+            return .failure(DocumentError(id: nil, rev: nil, error: "bad_request", reason: message))
+        }
+        guard let meta = try? JSONDecoder().decode(Meta.self, from: body) else {
+            return .failure(
+                DocumentError(id: nil, rev: nil, error: "bad_request", reason: "_id and _rev must be strings."))
+        }
+        guard let id = meta._id else {
+            let id = makeID()
+            let empty = body.dropFirst().first { !(" \n\r\t".utf8.contains($0)) } == UInt8(ascii: "}")
+            var withID = Data("{\"_id\":".utf8)
+            withID.append(try! JSONEncoder().encode(id))  // a String always encodes
+            if !empty { withID.append(UInt8(ascii: ",")) }
+            withID.append(body.dropFirst())
+            return .success(Item(index: index, id: id, parentRevision: meta._rev, body: withID))
+        }
+        if let refusal = refusal(ofID: id) {
+            return .failure(DocumentError(id: id, rev: nil, error: "illegal_docid", reason: refusal))
+        }
+        return .success(Item(index: index, id: id, parentRevision: meta._rev, body: body))
+    }
+
+    /// Why CouchDB refuses `id` in `_bulk_docs` (failing the whole request), or nil.
+    static func refusal(ofID id: String) -> String? {
+        if id.isEmpty { return "Document id must not be empty" }
+        guard id.hasPrefix("_") else { return nil }
+        for prefix in ["_design/", "_local/"] where id.hasPrefix(prefix) {
+            return id.count > prefix.count ? nil : "Document id must not be empty"
+        }
+        return "Only reserved document ids may start with underscore."
+    }
+
+    // MARK: - Writing
+
     private func sendPending() async {
         while inFlight >= options.maximumBatchesInFlight {
             await withCheckedContinuation { slotWaiters.append($0) }
@@ -99,45 +181,130 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         let batch = pending
         pending = []
         inFlight += 1
-        batches.append(Task { await self.write(batch) })
+        batches.append(
+            Task {
+                await self.write(batch)
+                self.releaseSlot()
+            })
     }
 
-    private func write(_ batch: [(index: Int, document: Document)]) async {
+    private func releaseSlot() {
+        inFlight -= 1
+        if !slotWaiters.isEmpty { slotWaiters.removeFirst().resume() }
+    }
+
+    /// Writes `batch`, resending what is worth resending, and splitting it when the server
+    /// rejects it as a whole.
+    private func write(_ batch: [Item]) async {
         var remaining = batch
         var attempt = 0
         while !remaining.isEmpty {
             let rows: [BulkWriteResult]
             do {
-                rows = try await client.value(
-                    BulkDocsOperation(database: database, documents: remaining.map(\.document)))
+                rows = try await send(remaining)
             } catch {
+                if error.statusCode == 400 || error.statusCode == 413 {
+                    await isolate(remaining, rejection: error)
+                    return
+                }
+                if error.isOutcomeUnknown, attempt < options.rowRetries {
+                    // The batch may have been written: every document has an `_id`, so sending it
+                    // again cannot duplicate anything, and conflicts are checked.
+                    for index in remaining.indices { remaining[index].resent = true }
+                    attempt += 1
+                    await backOff(attempt)
+                    continue
+                }
                 for item in remaining {
                     results[item.index] = .failure(
-                        DocumentError(id: nil, rev: nil, error: "request_failed", reason: error.description))
+                        DocumentError(id: item.id, rev: nil, error: "request_failed", reason: error.description))
                 }
-                break
+                return
             }
-            var retry: [(index: Int, document: Document)] = []
-            for (item, row) in zip(remaining, rows) {
+            var retry: [Item] = []
+            var conflicted: [(Item, BulkWriteResult)] = []
+            for (position, item) in remaining.enumerated() {
+                guard position < rows.count else {
+                    results[item.index] = .failure(
+                        DocumentError(
+                            id: item.id, rev: nil, error: "missing_result", reason: "_bulk_docs returned too few rows"))
+                    continue
+                }
+                let row = rows[position]
                 if let failure = row.error, Self.retryableErrors.contains(failure.error), attempt < options.rowRetries {
-                    retry.append(item)
+                    var again = item
+                    again.resent = true
+                    retry.append(again)
+                } else if item.resent, row.error?.error == "conflict" {
+                    conflicted.append((item, row))
                 } else {
                     results[item.index] = row
                 }
             }
-            for item in remaining.dropFirst(rows.count) {
-                results[item.index] = .failure(
-                    DocumentError(
-                        id: nil, rev: nil, error: "missing_result", reason: "_bulk_docs returned too few rows"))
+            for (item, row) in conflicted {
+                results[item.index] = await confirmedWrite(of: item) ?? row
             }
             remaining = retry
             attempt += 1
-            if !remaining.isEmpty {
-                let delay = options.rowRetryDelay * pow(2, Double(attempt - 1))
-                try? await Task.sleep(nanoseconds: UInt64(delay * 1_000_000_000))
-            }
+            if !remaining.isEmpty { await backOff(attempt) }
         }
-        inFlight -= 1
-        if !slotWaiters.isEmpty { slotWaiters.removeFirst().resume() }
+    }
+
+    private func send(_ items: [Item]) async throws(CouchError) -> [BulkWriteResult] {
+        var body = Data("{\"docs\":[".utf8)
+        for (position, item) in items.enumerated() {
+            if position > 0 { body.append(UInt8(ascii: ",")) }
+            body.append(item.body)
+        }
+        body.append(contentsOf: "]}".utf8)
+        let request = GenericOperation(
+            method: .post, path: CouchPath(database, "_bulk_docs"), body: body, isIdempotent: false)
+        return try await client.value(GenericJSONOperation<[BulkWriteResult]>(request))
+    }
+
+    /// A batch rejected as a whole (400, 413): halves are written on their own until the
+    /// documents at fault are alone, and they get the server's error.
+    private func isolate(_ items: [Item], rejection: CouchError) async {
+        guard items.count > 1 else {
+            let item = items[0]
+            results[item.index] = .failure(
+                DocumentError(
+                    id: item.id, rev: nil, error: rejection.error ?? "bad_request",
+                    reason: rejection.reason ?? rejection.message))
+            return
+        }
+        let middle = items.count / 2
+        await write(Array(items[..<middle]))
+        await write(Array(items[middle...]))
+    }
+
+    private func backOff(_ attempt: Int) async {
+        let delay = options.rowRetryDelay * pow(2, Double(max(0, attempt - 1)))
+        try? await Task.sleep(nanoseconds: UInt64(delay * 1_000_000_000))
+    }
+
+    /// The success a resent document's conflict hides, if the stored revision is the one its lost
+    /// write made: the next generation after the revision it was sent with (its child, when the
+    /// history says so), with the same body.
+    private func confirmedWrite(of item: Item) async -> BulkWriteResult? {
+        let read = GetDocumentOperation<JSONValue>(database: database, id: item.id, revisions: true)
+        guard let stored = try? await client.value(read), case .object(var storedFields) = stored,
+            case .string(let storedRevision)? = storedFields["_rev"],
+            let sent = try? JSONDecoder().decode(JSONValue.self, from: item.body), case .object(var sentFields) = sent
+        else { return nil }
+        let parentGeneration = item.parentRevision.flatMap { Int($0.prefix { $0 != "-" }) } ?? 0
+        guard Int(storedRevision.prefix { $0 != "-" }) == parentGeneration + 1 else { return nil }
+        if let parent = item.parentRevision {
+            // `_revisions.ids` lists the hashes newest first: the parent must be second.
+            guard case .object(let history)? = storedFields["_revisions"], case .array(let ids)? = history["ids"],
+                ids.count > 1, ids[1] == .string(String(parent.drop { $0 != "-" }.dropFirst()))
+            else { return nil }
+        }
+        for field in ["_rev", "_revisions"] {
+            storedFields[field] = nil
+            sentFields[field] = nil
+        }
+        guard storedFields == sentFields else { return nil }
+        return .success(id: item.id, rev: storedRevision)
     }
 }
