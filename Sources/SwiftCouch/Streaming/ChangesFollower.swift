@@ -10,16 +10,26 @@ import Foundation
 /// and replay), 403 or 404 ends the iteration with that ``CouchError``: retrying cannot fix
 /// them.
 ///
-/// ``lastProcessedSequence`` is the sequence up to which the consumer has finished with every
-/// change (a change counts as processed when the consumer asks for the next one). Persist it and
-/// pass it as ``Options/since`` later to resume where you stopped.
+/// **Checkpoints and the delivery guarantee.** Every change carries its own
+/// ``Change/checkpoint``: save it once the change is handled, and pass it as ``Options/since``
+/// later to resume right after that change. Resuming from a saved checkpoint never skips a
+/// change, and never delivers the checkpointed change again. Delivery is still *at least once*,
+/// not exactly once: a change handled but not yet checkpointed when the process stops is
+/// delivered again, and CouchDB itself may repeat changes after a resume on a cluster (a shard
+/// copy that answers from an earlier position) — so make handling a change idempotent (a
+/// document's latest revision is what matters, and it is the same when seen twice).
+///
+/// ``lastProcessedSequence`` is the follower's own, coarser checkpoint: the sequence up to which
+/// the consumer has finished with every change, where a change counts as finished only when the
+/// consumer asks for the next one. Saved right after handling a change it is one change behind
+/// (that change comes again on resume); use the change's ``Change/checkpoint`` instead.
 ///
 /// ```swift
 /// let follower = ChangesFollower<Album>(client: client, database: "albums",
 ///                                      options: .init(mode: .listen, since: savedSequence, includeDocs: true))
 /// for try await change in follower {
 ///     handle(change)
-///     save(follower.lastProcessedSequence)
+///     save(change.checkpoint)
 /// }
 /// ```
 public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequence, Sendable {
@@ -227,9 +237,12 @@ public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequenc
         }
         do {
             let response = try await client.value(operation)
+            var results = response.results
+            // The last change of a batch resumes after everything the batch covered.
+            if !results.isEmpty { results[results.count - 1].checkpoint = response.lastSeq }
             state.withLock { state in
                 state.errors = 0
-                state.batch = response.results
+                state.batch = results
                 state.position = 0
                 state.since = response.lastSeq
                 if response.results.isEmpty { state.processed = response.lastSeq }

@@ -93,6 +93,10 @@ public struct Change<Document: Decodable & Sendable>: Decodable, Sendable {
     /// The document, with `includeDocs`. Nil for a deleted document whose tombstone does not
     /// decode as `Document` (a tombstone has only `_id`, `_rev` and `_deleted`).
     public var doc: Document?
+    /// What to save once this change is handled, and pass back as `since` to resume right after
+    /// it: its ``seq``, or for the last change of a ``ChangesFollower`` batch, the batch's
+    /// `last_seq` (which also covers changes a filter left out).
+    public internal(set) var checkpoint: CouchSequence
 
     enum CodingKeys: String, CodingKey {
         case seq, id, changes, deleted, doc
@@ -101,6 +105,7 @@ public struct Change<Document: Decodable & Sendable>: Decodable, Sendable {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         seq = try container.decode(CouchSequence.self, forKey: .seq)
+        checkpoint = seq
         id = try container.decode(String.self, forKey: .id)
         changes = try container.decode([ChangeRevision].self, forKey: .changes)
         deleted = try container.decodeIfPresent(Bool.self, forKey: .deleted) ?? false
