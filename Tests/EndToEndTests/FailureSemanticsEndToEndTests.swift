@@ -58,6 +58,28 @@ struct FailureSemanticsEndToEndTests {
     }
 }
 
+/// Issue 8 item 10: whole bodies are bounded.
+@Suite("Response bodies past the configured limit")
+struct ResponseLimitEndToEndTests {
+    @Test("A document larger than maximumResponseBodySize is a clear transport error, not memory exhaustion")
+    func documentPastTheLimit() async throws {
+        try await withDatabase("bodylimit") { client, db in
+            let big = String(repeating: "x", count: 50_000)
+            _ = try await client.value(PutDocumentOperation(database: db, id: "big", document: Note(text: big, n: 1)))
+            let limited = E2EEnvironment.shared.client { $0.maximumResponseBodySize = 10_000 }
+            defer { limited.shutdown() }
+            do {
+                _ = try await limited.value(GetDocumentOperation<Note>(database: db, id: "big"))
+                Issue.record("a body past the limit was accepted")
+            } catch let error as CouchError {
+                #expect(error.kind == .transport)
+                #expect(error.message.contains("maximumResponseBodySize"))
+            }
+            #expect(try await client.value(GetDocumentOperation<Note>(database: db, id: "big")).text == big)
+        }
+    }
+}
+
 /// Redirects are never followed: a `Cookie` or `Authorization` header must not reach another
 /// origin, and a write must not be silently replayed elsewhere.
 @Suite("Redirects are reported, never followed")

@@ -93,3 +93,38 @@ struct BookmarkPagingEndToEndTests {
         }
     }
 }
+
+/// Issue 8 item 10: a slow consumer must not make the client fetch (and hold) every page.
+@Suite("End to end: paging stays at most one page ahead")
+struct PagingMemoryBoundEndToEndTests {
+    @Test("pages() and pagedRows() request at most one page ahead of the consumer, for keys and bookmarks")
+    func atMostOnePageAhead() async throws {
+        try await withPrivateTestServer(for: "paging one page ahead") { server, client in
+            let db = E2EEnvironment.uniqueDatabaseName("pageahead")
+            _ = try await client.execute(CreateDatabaseOperation(name: db))
+            _ = try await client.value(
+                BulkDocsOperation(
+                    database: db, documents: (0..<100).map { Note(_id: String(format: "p%03d", $0), text: "", n: $0) }))
+            let byKey = AllDocsOperation<JSONValue>(database: db)
+            let byBookmark = FindOperation<Note>(database: db, selector: .field("n").greaterThanOrEqual(0))
+            let requests = { (path: String) in server.requestCount(path: "/\(db)/\(path)") }
+
+            var keyPages = client.pages(byKey, pageSize: 5).makeAsyncIterator()
+            _ = try await keyPages.next()
+            try await Task.sleep(nanoseconds: 300_000_000)  // time enough to run ahead, were it to
+            #expect(requests("_all_docs") <= 2)
+            var keyPageCount = 1
+            while try await keyPages.next() != nil { keyPageCount += 1 }
+            #expect(keyPageCount == 20)
+
+            var bookmarkRows = client.pagedRows(byBookmark, pageSize: 5).makeAsyncIterator()
+            _ = try await bookmarkRows.next()
+            try await Task.sleep(nanoseconds: 300_000_000)
+            #expect(requests("_find") <= 2)
+            var rowCount = 1
+            while try await bookmarkRows.next() != nil { rowCount += 1 }
+            #expect(rowCount == 100)
+            _ = try await client.execute(DeleteDatabaseOperation(name: db))
+        }
+    }
+}

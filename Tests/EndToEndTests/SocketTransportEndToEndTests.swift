@@ -29,6 +29,28 @@ struct SocketTransportEndToEndTests {
         }
     }
 
+    @Test("A whole body past maximumResponseBodySize fails clearly, also when gzip inflates it (a gzip bomb)")
+    func responseBodyLimit() async throws {
+        try await withServer { server, transport in
+            func limited(_ path: String) -> HTTPRequest {
+                var request = server.request(path)
+                request.maximumResponseBodySize = 1 << 20
+                return request
+            }
+            for path in ["/zeros/8000000", "/len/3000000", "/chunked/3000000/65536"] {
+                do {
+                    _ = try await transport.response(for: limited(path))
+                    Issue.record("\(path): a body past the limit was accepted")
+                } catch let error as URLError {
+                    #expect(error.code == .dataLengthExceedsMaximum, "\(path)")
+                    #expect(error.localizedDescription.contains("maximumResponseBodySize"), "\(path)")
+                }
+            }
+            let small = try await transport.response(for: limited("/len/1000"))
+            #expect(small.body == TestHandler.bytes(1000))
+        }
+    }
+
     @Test("Content-Length, chunked, HEAD, 204 and 304 responses are framed right and keep the connection")
     func framing() async throws {
         try await withServer { server, transport in
@@ -498,6 +520,9 @@ private final class TestHandler: RequestHandler, @unchecked Sendable {
             default:
                 return gzipped(.data(compressed))
             }
+        case ("zeros", 2):  // a gzip bomb: megabytes of zeros in a few kilobytes
+            let compressed = Gzip.compress(Data(count: Int(segments[1]) ?? 0))
+            return ServerResponse(status: 200, headers: ["Content-Encoding": "gzip"], body: .data(compressed))
         case ("status", 2):
             return ServerResponse(status: Int(segments[1]) ?? 200)
         case ("close", 1):

@@ -118,6 +118,15 @@ public struct Configuration: Sendable {
     /// which CouchDB decompresses: for large `_bulk_docs` writes over slow links. Responses are
     /// always accepted gzip'd. Defaults to nil: bodies are sent as they are.
     public var gzipRequestBodiesOfAtLeast: Int? = nil
+    /// The largest whole response body a request accepts, in bytes after gzip inflation: past it
+    /// the request fails with a transport error that says so, instead of exhausting memory (a
+    /// huge result, a gzip bomb). Streamed results (`rows()`, `pages()`, downloads to files) are
+    /// read piece by piece and not limited. Nil for no limit. Defaults to 256 MiB.
+    ///
+    /// The socket transport stops reading as soon as the limit is passed; `URLSession` collects
+    /// (and inflates) a whole body itself, so ``URLSessionTransport`` can only refuse it once it
+    /// has arrived.
+    public var maximumResponseBodySize: Int? = 256 << 20
     /// The network seam. Defaults to nil: an ``AutomaticTransport`` of the client's own (on Linux,
     /// ``SocketTransport`` for `http` and ``URLSessionTransport`` for `https`; on Apple platforms,
     /// ``URLSessionTransport``).

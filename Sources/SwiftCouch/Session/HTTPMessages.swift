@@ -96,10 +96,15 @@ public struct HTTPRequest: Sendable, CustomStringConvertible {
     public var streamedBody: StreamedBody?
     /// How long to wait for the response.
     public var timeout: TimeInterval
+    /// The largest whole response body to accept, in bytes after decoding (gzip inflated); nil for
+    /// no limit. A transport fails the request with `URLError(.dataLengthExceedsMaximum)` when the
+    /// body grows past it (a streamed response, which the receiver consumes as it arrives, is not
+    /// limited). Set from ``Configuration/maximumResponseBodySize``.
+    public var maximumResponseBodySize: Int?
 
     public init(
         method: HTTPMethod, url: URL, headers: HTTPFields = HTTPFields(), body: Data? = nil,
-        streamedBody: StreamedBody? = nil, timeout: TimeInterval = 60
+        streamedBody: StreamedBody? = nil, timeout: TimeInterval = 60, maximumResponseBodySize: Int? = nil
     ) {
         self.method = method
         self.url = url
@@ -107,6 +112,18 @@ public struct HTTPRequest: Sendable, CustomStringConvertible {
         self.body = body
         self.streamedBody = streamedBody
         self.timeout = timeout
+        self.maximumResponseBodySize = maximumResponseBodySize
+    }
+
+    /// The error for a body past ``maximumResponseBodySize``.
+    func bodyTooLarge(_ size: Int? = nil) -> URLError {
+        let limit = maximumResponseBodySize ?? 0
+        var message = "The response body"
+        if let size { message += " (\(size) bytes)" }
+        message +=
+            " exceeds the limit of \(limit) bytes (Configuration.maximumResponseBodySize); it was not read."
+            + " Stream large results (rows(), pages(), downloads to a file) or raise the limit."
+        return URLError(.dataLengthExceedsMaximum, userInfo: [NSLocalizedDescriptionKey: message])
     }
 
     /// The percent-encoded path, without the query.

@@ -211,6 +211,10 @@ public final class InterceptableSession: @unchecked Sendable {
         _ request: HTTPRequest, isIdempotent: Bool,
         completion: @escaping @Sendable (Result<HTTPResponse, CouchError>) -> Void
     ) -> RequestHandle {
+        var request = request
+        if request.maximumResponseBodySize == nil {
+            request.maximumResponseBodySize = configuration.maximumResponseBodySize
+        }
         let handle = RequestHandle(request: request, completion: completion)
         let attempt = Attempt(
             request: request, isIdempotent: isIdempotent, policy: configuration.retryPolicy, handle: handle)
@@ -675,6 +679,11 @@ public final class InterceptableSession: @unchecked Sendable {
     fileprivate func transportError(_ error: any Error, request: HTTPRequest) -> CouchError {
         if let couchError = error as? CouchError { return couchError }
         let description = Redaction.redact((error as NSError).localizedDescription)
+        if (error as? URLError)?.code == .dataLengthExceedsMaximum {
+            return CouchError(
+                kind: .transport, message: description, method: request.method.rawValue, path: request.path,
+                underlying: error)
+        }
         return CouchError(
             kind: .transport, message: "The request got no response: \(description)",
             method: request.method.rawValue, path: request.path, underlying: error)

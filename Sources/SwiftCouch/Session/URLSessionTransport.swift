@@ -92,6 +92,10 @@ public final class URLSessionTransport: Transport {
                 completion(.failure(URLError(.badServerResponse)))
                 return
             }
+            if let limit = request.maximumResponseBodySize, let data, data.count > limit {
+                completion(.failure(request.bodyTooLarge(data.count)))
+                return
+            }
             completion(
                 .success(
                     HTTPResponse(statusCode: http.statusCode, headers: Self.fields(of: http), body: data ?? Data())))

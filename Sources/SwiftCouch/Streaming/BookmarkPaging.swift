@@ -101,46 +101,22 @@ public struct BookmarkPageOperation<Base: BookmarkPagedOperation>: CouchOperatio
 
 extension CouchDBClient {
     /// Pages through `_find` or search results by bookmark, `pageSize` rows at a time, until a
-    /// short page.
+    /// short page. Pages are requested as they are read, at most one ahead (see ``PageSequence``).
     public func pages<Op: BookmarkPagedOperation>(
         _ query: Op, pageSize: Int, bookmark: String? = nil
-    ) -> AsyncThrowingStream<BookmarkPage<Op.Row>, any Error> {
-        AsyncThrowingStream { continuation in
-            let task = Task {
-                var bookmark = bookmark
-                repeat {
-                    do {
-                        let page = try await value(BookmarkPageOperation(query, pageSize: pageSize, bookmark: bookmark))
-                        if !page.rows.isEmpty { continuation.yield(page) }
-                        bookmark = page.next
-                    } catch {
-                        continuation.finish(throwing: error)
-                        return
-                    }
-                } while bookmark != nil && !Task.isCancelled
-                continuation.finish()
-            }
-            continuation.onTermination = { _ in task.cancel() }
+    ) -> PageSequence<BookmarkPage<Op.Row>> {
+        PageSequence(first: bookmark.map(PageCursor.bookmark)) { [self] cursor throws(CouchError) in
+            var bookmark: String?
+            if case .bookmark(let mark)? = cursor { bookmark = mark }
+            let page = try await value(BookmarkPageOperation(query, pageSize: pageSize, bookmark: bookmark))
+            return (page.rows.isEmpty ? nil : page, page.next.map(PageCursor.bookmark))
         }
     }
 
     /// The rows of every page of ``pages(_:pageSize:bookmark:)``, one at a time.
     public func pagedRows<Op: BookmarkPagedOperation>(
         _ query: Op, pageSize: Int, bookmark: String? = nil
-    ) -> AsyncThrowingStream<Op.Row, any Error> {
-        let pages = pages(query, pageSize: pageSize, bookmark: bookmark)
-        return AsyncThrowingStream { continuation in
-            let task = Task {
-                do {
-                    for try await page in pages {
-                        for row in page.rows { continuation.yield(row) }
-                    }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
-                }
-            }
-            continuation.onTermination = { _ in task.cancel() }
-        }
+    ) -> PagedRowSequence<BookmarkPage<Op.Row>, Op.Row> {
+        PagedRowSequence(pages: pages(query, pageSize: pageSize, bookmark: bookmark), rows: { $0.rows })
     }
 }

@@ -231,6 +231,7 @@ public struct KeyPageOperation<Base: KeyPagedOperation>: CouchOperation {
 extension CouchDBClient {
     /// Pages through a key-ordered query (`_all_docs`, views), `pageSize` rows at a time, from
     /// `token` (nil: the first page) in the token's direction, until there are no more pages.
+    /// Pages are requested as they are read, at most one ahead (see ``PageSequence``).
     ///
     /// ```swift
     /// for try await page in client.pages(AllDocsOperation<JSONValue>(database: "albums"), pageSize: 50) {
@@ -239,44 +240,20 @@ extension CouchDBClient {
     /// ```
     public func pages<Op: KeyPagedOperation>(
         _ query: Op, pageSize: Int, from token: PageToken? = nil
-    ) -> AsyncThrowingStream<KeyPage<Op.Row>, any Error> {
-        AsyncThrowingStream { continuation in
-            let task = Task {
-                var token = token
-                let backward = token?.direction == .backward
-                repeat {
-                    do {
-                        let page = try await value(KeyPageOperation(query, pageSize: pageSize, token: token))
-                        continuation.yield(page)
-                        token = backward ? page.previous : page.next
-                    } catch {
-                        continuation.finish(throwing: error)
-                        return
-                    }
-                } while token != nil && !Task.isCancelled
-                continuation.finish()
-            }
-            continuation.onTermination = { _ in task.cancel() }
+    ) -> PageSequence<KeyPage<Op.Row>> {
+        let backward = token?.direction == .backward
+        return PageSequence(first: token.map(PageCursor.key)) { [self] cursor throws(CouchError) in
+            var token: PageToken?
+            if case .key(let key)? = cursor { token = key }
+            let page = try await value(KeyPageOperation(query, pageSize: pageSize, token: token))
+            return (page, (backward ? page.previous : page.next).map(PageCursor.key))
         }
     }
 
     /// The rows of every page of ``pages(_:pageSize:from:)``, one at a time.
     public func pagedRows<Op: KeyPagedOperation>(
         _ query: Op, pageSize: Int, from token: PageToken? = nil
-    ) -> AsyncThrowingStream<Op.Row, any Error> {
-        let pages = pages(query, pageSize: pageSize, from: token)
-        return AsyncThrowingStream { continuation in
-            let task = Task {
-                do {
-                    for try await page in pages {
-                        for row in page.rows { continuation.yield(row) }
-                    }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
-                }
-            }
-            continuation.onTermination = { _ in task.cancel() }
-        }
+    ) -> PagedRowSequence<KeyPage<Op.Row>, Op.Row> {
+        PagedRowSequence(pages: pages(query, pageSize: pageSize, from: token), rows: { $0.rows })
     }
 }

@@ -345,6 +345,9 @@ final class SocketConnection: @unchecked Sendable {
                         if let receiver {
                             receiver.receive(head: HTTPResponse(statusCode: head.status, headers: finalFields))
                         } else if case .contentLength(let length) = decoder.currentFraming {
+                            if let limit = job.request.maximumResponseBodySize, length > limit, inflater == nil {
+                                throw Failure(error: job.request.bodyTooLarge(length))
+                            }
                             body.reserveCapacity(min(length, 64 << 20))
                         }
                     case .body(let wireData):
@@ -357,6 +360,10 @@ final class SocketConnection: @unchecked Sendable {
                         }
                         guard let receiver else {
                             body.append(data)
+                            // Checked as it grows, inflated: a gzip bomb stops at the limit.
+                            if let limit = job.request.maximumResponseBodySize, body.count > limit {
+                                throw Failure(error: job.request.bodyTooLarge())
+                            }
                             continue
                         }
                         receiver.receive(chunk: data)
