@@ -224,6 +224,49 @@ struct SocketTransportEndToEndTests {
         }
     }
 
+    /// Issue 8 item 11: paused row streams and feeds never take every connection, and waiting
+    /// for a connection ends at the request's timeout with an error that says why.
+    @Test("Paused streams leave one connection to other requests; a request that cannot get one fails at its deadline")
+    func connectionStarvation() async throws {
+        try await withServer(maximumConnectionsPerHost: 3) { server, transport in
+            var streams: [(Collector, any StreamingTask)] = []
+            for _ in 0..<2 {  // the most streams may hold: all connections but one
+                let collector = Collector(keepBody: false, pauseOnFirstChunk: true)
+                let task = transport.stream(server.request("/produce/\(128 << 20)"), receiver: collector)
+                collector.setTask(task)
+                streams.append((collector, task))
+            }
+            for (collector, _) in streams { try await eventually { collector.receivedBytes > 0 } }
+            // Whole requests still get a connection while both streams are paused.
+            for index in 0..<5 {
+                #expect(try await transport.response(for: server.request("/len/\(index)")).statusCode == 200)
+            }
+            // A third stream waits for a stream slot, and gives up at its timeout, with nothing sent.
+            var request = server.request("/produce/1000")
+            request.timeout = 0.5
+            let waiting = Collector(keepBody: false)
+            _ = transport.stream(request, receiver: waiting)
+            do {
+                _ = try await waiting.result()
+                Issue.record("a stream past the limit got a connection")
+            } catch let error as URLError {
+                #expect(error.code == .timedOut)
+                #expect(error.localizedDescription.contains("No connection to"))
+                #expect(error.localizedDescription.contains("streamed responses"))
+                #expect(error.localizedDescription.contains("Nothing was sent"))
+            }
+            #expect(server.requestCount(path: "/produce/1000") == 0)
+            for (collector, task) in streams {
+                task.cancel()
+                await expectURLError(.cancelled) { _ = try await collector.result() }
+            }
+            // The slots are free again.
+            let later = Collector(keepBody: false)
+            _ = transport.stream(server.request("/produce/1000"), receiver: later)
+            #expect(try await later.result().head.statusCode == 200)
+        }
+    }
+
     // MARK: - Failures
 
     @Test("A pooled connection the server closed while idle is discarded; the request goes out on a fresh one")
@@ -425,12 +468,12 @@ struct SocketTransportEndToEndTests {
 
 /// A TestServer with ``TestHandler``, a transport for it, both stopped afterwards.
 private func withServer(
-    _ body: (HandlerServer, SocketTransport) async throws -> Void
+    maximumConnectionsPerHost: Int = 6, _ body: (HandlerServer, SocketTransport) async throws -> Void
 ) async throws {
     let handler = TestHandler()
     let server = try TestServer.start(handler: handler)
     defer { server.stop() }
-    let transport = SocketTransport(maximumConnectionsPerHost: 6)
+    let transport = SocketTransport(maximumConnectionsPerHost: maximumConnectionsPerHost)
     defer { transport.shutdown() }
     try await body(HandlerServer(server: server, handler: handler), transport)
 }

@@ -629,6 +629,7 @@ public final class InterceptableSession: @unchecked Sendable {
     /// Errors that say the request never reached the server (the connection was not made).
     static func provablyNotSent(_ error: any Error) -> Bool {
         if let urlError = error as? URLError {
+            if (urlError as NSError).userInfo[ClientSocket.neverSentKey] as? Bool == true { return true }
             return [.cannotConnectToHost, .cannotFindHost, .dnsLookupFailed, .notConnectedToInternet]
                 .contains(urlError.code)
         }

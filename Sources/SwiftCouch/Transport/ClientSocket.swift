@@ -23,6 +23,15 @@ enum ClientSocket {
     #endif
 
     /// An error with `code`, a message naming what failed, and the `errno` text when there is one.
+    /// The `userInfo` key marking an error for a request of which nothing was sent.
+    static let neverSentKey = "SwiftCouch.RequestNeverSent"
+
+    /// An error for a request of which nothing was sent (``InterceptableSession`` counts it as
+    /// provably not sent: it cannot have been carried out).
+    static func neverSent(_ code: URLError.Code, _ message: String) -> URLError {
+        URLError(code, userInfo: [NSLocalizedDescriptionKey: message, neverSentKey: true])
+    }
+
     static func error(_ code: URLError.Code, _ message: String, errno number: Int32 = 0) -> URLError {
         var text = message
         if number != 0 { text += ": " + String(cString: strerror(number)) + " (errno \(number))" }

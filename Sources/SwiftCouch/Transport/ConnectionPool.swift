@@ -50,6 +50,13 @@ final class SocketJob: StreamingTask, @unchecked Sendable {
     var cancelled = false
     var paused = false
 
+    /// Whether the response goes to a receiver piece by piece (it may hold its connection long:
+    /// a paused row stream, a continuous feed).
+    var isStream: Bool {
+        if case .stream = sink { return true }
+        return false
+    }
+
     init(request: HTTPRequest, key: HostKey, sink: ResponseSink, pool: ConnectionPool) {
         self.request = request
         self.key = key
@@ -85,6 +92,22 @@ final class ConnectionPool: @unchecked Sendable {
         var idle: [SocketConnection] = []
         /// Requests waiting for a connection, oldest first.
         var waiting: [SocketJob] = []
+        /// Connections running a streamed response.
+        var streams = 0
+    }
+
+    /// How many connections of a host streamed responses may hold at once: all but one, so that
+    /// paused row streams and continuous feeds never take every connection from whole requests.
+    var streamLimit: Int { max(1, options.maximumConnectionsPerHost - 1) }
+
+    /// Whether `job` may take a connection of `host` now.
+    private func mayRun(_ job: SocketJob, on host: Host) -> Bool {
+        !job.isStream || host.streams < streamLimit
+    }
+
+    /// Counts `job` as running on a connection of `host`.
+    private func started(_ job: SocketJob, on host: inout Host) {
+        if job.isStream { host.streams += 1 }
     }
 
     /// What a connection's thread does after a request.
@@ -121,14 +144,25 @@ final class ConnectionPool: @unchecked Sendable {
         var connection: SocketConnection?
         var start = false
         modifyHost(job.key) { host in
-            if let idle = host.idle.popLast() {
+            if !mayRun(job, on: host) {
+                host.waiting.append(job)
+            } else if let idle = host.idle.popLast() {
                 connection = idle
+                started(job, on: &host)
             } else if host.open < options.maximumConnectionsPerHost {
                 host.open += 1
                 connection = SocketConnection(key: job.key, pool: self)
+                started(job, on: &host)
                 start = true
             } else {
                 host.waiting.append(job)
+            }
+        }
+        if connection == nil, job.request.timeout > 0 {
+            // Waiting for a connection is bounded too: by the request's timeout.
+            let timeout = job.request.timeout
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [weak self] in
+                self?.expire(job, after: timeout)
             }
         }
         if let connection {
@@ -161,6 +195,30 @@ final class ConnectionPool: @unchecked Sendable {
             lock.unlock()
             connection.wake.signal()
         }
+    }
+
+    /// Fails `job` if it is still waiting for a connection after `timeout` seconds. Nothing of it
+    /// was sent, and the error says so (the session treats it as never sent).
+    private func expire(_ job: SocketJob, after timeout: TimeInterval) {
+        lock.lock()
+        guard case .queued = job.phase else {
+            lock.unlock()
+            return
+        }
+        job.phase = .finished
+        let host = hosts[job.key]
+        let (open, streams) = (host?.open ?? 0, host?.streams ?? 0)
+        modifyHost(job.key) { $0.waiting.removeAll { $0 === job } }
+        lock.unlock()
+        var message =
+            "No connection to \(job.key) became free within \(timeout) s (the request's timeout): all \(open) "
+            + "connections (maximumConnectionsPerHost \(options.maximumConnectionsPerHost)) are busy"
+        if streams > 0 { message += ", \(streams) of them with streamed responses (paused row streams, feeds)" }
+        if job.isStream, streams >= streamLimit {
+            message += "; streamed responses may hold at most \(streamLimit), one connection is kept for other requests"
+        }
+        message += ". Nothing was sent."
+        Self.fail(job, ClientSocket.neverSent(.timedOut, message))
     }
 
     func setPaused(_ job: SocketJob, _ paused: Bool) {
@@ -271,10 +329,12 @@ final class ConnectionPool: @unchecked Sendable {
         }
         var next = Next.exit
         modifyHost(job.key) { host in
-            if !isShutDown, !host.waiting.isEmpty {
-                let waiting = host.waiting.removeFirst()
+            if job.isStream { host.streams -= 1 }
+            if !isShutDown, let position = host.waiting.firstIndex(where: { mayRun($0, on: host) }) {
+                let waiting = host.waiting.remove(at: position)
                 waiting.phase = .running(connection)
                 connection.assigned = waiting
+                started(waiting, on: &host)
                 next = .run(waiting)
             } else if keep {
                 connection.idleDeadline = .now() + options.idleTimeout
@@ -317,7 +377,7 @@ final class ConnectionPool: @unchecked Sendable {
     /// Mutates the host's state in place (call with the lock held).
     private func modifyHost(_ key: HostKey, _ body: (inout Host) -> Void) {
         body(&hosts[key, default: Host()])
-        if let host = hosts[key], host.open == 0, host.waiting.isEmpty, host.idle.isEmpty {
+        if let host = hosts[key], host.open == 0, host.waiting.isEmpty, host.idle.isEmpty, host.streams == 0 {
             hosts[key] = nil
         }
     }

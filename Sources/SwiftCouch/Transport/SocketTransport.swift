@@ -20,7 +20,11 @@ import Foundation
 ///
 /// **Connections.** Per host and port, at most `maximumConnectionsPerHost` connections; more
 /// requests wait in a queue (no thread blocks for them) and take the first connection that frees
-/// up. Each connection has one thread of its own that runs its requests one after another with
+/// up. Streamed responses (row streams, continuous feeds, downloads), which may hold a connection
+/// for long while paused, take at most all connections but one, so they never starve other
+/// requests. A request waits in the queue at most its timeout; then it fails with
+/// `URLError(.timedOut)` saying that no connection became free, how many are busy and with what,
+/// and that nothing was sent. Each connection has one thread of its own that runs its requests one after another with
 /// blocking socket calls; the response is parsed as it is read and delivered from that thread. An
 /// idle connection is kept for `idleTimeout` seconds, then closed. A connection is never reused
 /// after `Connection: close`, a body delimited by closing, a protocol error, an incomplete body, a
@@ -33,11 +37,16 @@ import Foundation
 /// connection when that is known to be safe:
 /// - for any method, when the write failed before a single byte of the request was accepted by
 ///   the socket — the server cannot have read any of it;
-/// - for `GET` and `HEAD` only, when the request was written but the connection closed before a
-///   single byte of the response arrived. The server may have read the request; only a safe
-///   method can be repeated without asking (RFC 9110 §9.2.2). For other methods the error goes to
-///   the session (`URLError(.networkConnectionLost)`), whose ``RetryPolicy`` knows whether the
-///   operation is idempotent.
+/// - for any method, when the server reset the connection (`ECONNRESET`/`EPIPE`) before a single
+///   byte of the response arrived. A server closes with a reset when bytes it never read are
+///   waiting (it answered the previous request and closed without `Connection: close`, or closed
+///   an idle connection as the request arrived); one that read a request and then failed closes
+///   in order;
+/// - for `GET` and `HEAD` only, when the request was written but the connection closed in order
+///   before a single byte of the response arrived. The server may have read the request; only a
+///   safe method can be repeated without asking (RFC 9110 §9.2.2). For other methods the error
+///   goes to the session (`URLError(.networkConnectionLost)`), whose ``RetryPolicy`` knows whether
+///   the operation is idempotent, and which reports the outcome as unknown.
 /// A one-shot `InputStream` body is resent only when none of it was read.
 ///
 /// **Errors** are `URLError`s with the codes the session understands: `.cannotConnectToHost`,
@@ -46,7 +55,7 @@ import Foundation
 ///
 /// **Timeouts.** `HTTPRequest.timeout` bounds each wait for the socket (connecting, every write
 /// and every read), as `URLRequest.timeoutInterval` does: a response that keeps arriving is not
-/// cut off. Time spent waiting in the queue for a connection is not counted.
+/// cut off. It also bounds, separately, the time spent waiting in the queue for a connection.
 ///
 /// **Bodies.** A `Data` body is written with the head in one `sendmsg`. A ``StreamedBody`` is read
 /// in 64 KiB pieces and sent with `Content-Length` (its length is known), or chunked when its
