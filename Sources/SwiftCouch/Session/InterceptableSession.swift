@@ -231,6 +231,9 @@ public final class InterceptableSession: @unchecked Sendable {
     /// Use the returned handle to pause and resume the transfer (back-pressure) or cancel it.
     @discardableResult
     public func stream(_ request: HTTPRequest, isIdempotent: Bool, receiver: any StreamReceiver) -> RequestHandle {
+        // The transport's thread delivers chunks while `cancel()` may complete the receiver on
+        // another: one at a time, and nothing after `complete`.
+        let receiver = SerialReceiver(receiver)
         let handle = RequestHandle(request: request) { result in
             switch result {
             case .success(let response):

@@ -20,6 +20,37 @@ extension StreamReceiver {
     public func sent(bytes sent: Int64, of total: Int64?) {}
 }
 
+/// Hands a receiver its callbacks one at a time, whichever threads they come from, and nothing
+/// after `complete(error:)`: a cancellation that completes the receiver on the cancelling thread
+/// waits for a chunk the transport's thread is delivering (say, writing to a download's file)
+/// instead of racing it. Re-entrant: a receiver that cancels its own transfer from inside a
+/// callback is completed at once, on that thread.
+final class SerialReceiver: StreamReceiver, @unchecked Sendable {
+    // @unchecked Sendable: `completed` is only touched under `lock`.
+    private let lock = NSRecursiveLock()
+    private var completed = false
+    private let inner: any StreamReceiver
+
+    init(_ inner: any StreamReceiver) { self.inner = inner }
+
+    private func deliver(_ call: () -> Void) {
+        lock.lock()
+        defer { lock.unlock() }
+        if !completed { call() }
+    }
+
+    func receive(head: HTTPResponse) { deliver { inner.receive(head: head) } }
+    func receive(chunk: Data) { deliver { inner.receive(chunk: chunk) } }
+    func sent(bytes sent: Int64, of total: Int64?) { deliver { inner.sent(bytes: sent, of: total) } }
+
+    func complete(error: (any Error)?) {
+        deliver {
+            completed = true
+            inner.complete(error: error)
+        }
+    }
+}
+
 /// A streamed transfer that can be paused (back-pressure: the transport stops reading from the
 /// connection, so the server's sends block) and resumed.
 public protocol StreamingTask: Cancellable {
