@@ -114,3 +114,68 @@ struct RedirectEndToEndTests {
         }
     }
 }
+
+/// `shutdown()` reaches streams, feeds and transfers too, not only queued operations.
+@Suite("Shutdown reaches every request in flight")
+struct ShutdownEndToEndTests {
+    /// Waits for `task` at most `seconds`; nil when it did not finish in time.
+    static func result<T: Sendable>(of task: Task<T, Never>, within seconds: Double) async -> T? {
+        await withTaskGroup(of: T?.self) { group in
+            group.addTask { await task.value }
+            group.addTask {
+                try? await Task.sleep(nanoseconds: UInt64(seconds * 1_000_000_000))
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+    }
+
+    @Test("shutdown() ends a continuous feed, a long-poll follower and a paused row stream, each with a clear error")
+    func shutdownReachesStreams() async throws {
+        try await withDatabase("shutdown") { setup, db in
+            _ = try await setup.value(
+                BulkDocsOperation(database: db, documents: (0..<500).map { Note(_id: "s\($0)", text: "", n: $0) }))
+            let client = E2EEnvironment.shared.client()
+            var continuousOptions = ChangesFollower<JSONValue>.Options(mode: .listen)
+            continuousOptions.continuous = true
+            continuousOptions.heartbeat = 1_000
+            let followers = [
+                ChangesFollower<JSONValue>(client: client, database: db, options: continuousOptions),
+                ChangesFollower<JSONValue>(client: client, database: db, options: .init(mode: .listen)),
+            ]
+            let tasks = followers.map { follower in
+                Task { () -> CouchError? in
+                    do {
+                        for try await _ in follower {}
+                        return nil
+                    } catch {
+                        return error as? CouchError
+                    }
+                }
+            }
+            var rows = client.rows(AllDocsOperation<JSONValue>(database: db), bufferSize: 8).makeAsyncIterator()
+            _ = try await rows.next()  // then paused: nobody reads
+            try await Task.sleep(nanoseconds: 300_000_000)  // the followers are waiting on the server
+            client.shutdown()
+            for task in tasks {
+                let error = await Self.result(of: task, within: 30)
+                #expect(error??.kind == .cancelled)
+                #expect(error??.message.contains("shut down") == true)
+            }
+            do {
+                while try await rows.next() != nil {}
+                Issue.record("the row stream went on after shutdown")
+            } catch let error as CouchError {
+                #expect(error.kind == .cancelled)
+            }
+            do {
+                _ = try await client.value(GetDatabaseInfoOperation(name: db))
+                Issue.record("an operation ran after shutdown")
+            } catch let error as CouchError {
+                #expect(error.message.contains("shut down"))
+            }
+        }
+    }
+}

@@ -119,9 +119,12 @@ public final class CouchDBClient: Sendable {
         return box.current ?? .failure(.cancelled())
     }
 
-    /// Stops the client's transport; operations still queued fail.
+    /// Shuts the client down: every request in flight — operations, row streams, feeds,
+    /// downloads and uploads — ends with a ``CouchError`` of kind `.cancelled` saying so (and
+    /// whether the server may have carried it out), operations still queued are cancelled, and
+    /// every later request fails at once. See ``InterceptableSession/shutdown()``.
     public func shutdown() {
-        operationQueue.cancelAllOperations()
         session.shutdown()
+        operationQueue.cancelAllOperations()
     }
 }

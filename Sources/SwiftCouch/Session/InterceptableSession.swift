@@ -24,11 +24,17 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
     private let completion: @Sendable (Result<HTTPResponse, CouchError>) -> Void
     private let method: String
     private let path: String
+    /// The session's register of live requests (for `shutdown()`), if it is one of its requests.
+    private let registry: HandleRegistry?
 
-    init(request: HTTPRequest, completion: @escaping @Sendable (Result<HTTPResponse, CouchError>) -> Void) {
+    init(
+        request: HTTPRequest, registry: HandleRegistry? = nil,
+        completion: @escaping @Sendable (Result<HTTPResponse, CouchError>) -> Void
+    ) {
         self.completion = completion
         self.method = request.method.rawValue
         self.path = request.path
+        self.registry = registry
     }
 
     /// Whether `cancel()` was called.
@@ -40,7 +46,10 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
     /// The error says whether the server may have carried the request out
     /// (``CouchError/isOutcomeUnknown``): true once an attempt was handed to the transport and has
     /// not been answered, or when an earlier attempt was lost after it was sent.
-    public func cancel() {
+    public func cancel() { cancel(shutDown: false) }
+
+    /// Cancels as ``cancel()``; `shutDown` when the session is shutting down, which the error says.
+    func cancel(shutDown: Bool) {
         let (inFlight, timer, unknown) = state.withLock { state -> ((any Cancellable)?, DispatchWorkItem?, Bool) in
             state.cancelled = true
             defer {
@@ -51,7 +60,9 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
         }
         inFlight?.cancel()
         timer?.cancel()
-        finish(.failure(.cancelled(method: method, path: path, outcomeUnknown: unknown)))
+        var error = CouchError.cancelled(method: method, path: path, outcomeUnknown: unknown)
+        if shutDown { error.message = "The client was shut down while the operation was in flight. " + error.message }
+        finish(.failure(error))
     }
 
     /// Called just before an attempt is handed to the transport: false (send nothing) when the
@@ -83,10 +94,12 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
     /// Marks the request completed without calling the completion (a streamed response that
     /// was delivered straight to its receiver). True the first time only.
     func claimCompletion() -> Bool {
-        state.withLock { state -> Bool in
+        let first = state.withLock { state -> Bool in
             defer { state.completed = true }
             return !state.completed
         }
+        if first { registry?.remove(self) }
+        return first
     }
 
     /// Pauses a streamed transfer (back-pressure), now or as soon as it starts.
@@ -125,6 +138,39 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
     }
 }
 
+/// The requests of a session still in flight, so that `shutdown()` reaches every one of them
+/// (streams, downloads and feeds included), and none starts after it.
+final class HandleRegistry: @unchecked Sendable {
+    // @unchecked Sendable: all state is behind `state`.
+    private struct State {
+        var live: [ObjectIdentifier: RequestHandle] = [:]
+        var shutDown = false
+    }
+    private let state = Locked(State())
+
+    /// Registers `handle`; false once the session is shut down (it must not start).
+    func add(_ handle: RequestHandle) -> Bool {
+        state.withLock { state -> Bool in
+            guard !state.shutDown else { return false }
+            state.live[ObjectIdentifier(handle)] = handle
+            return true
+        }
+    }
+
+    func remove(_ handle: RequestHandle) {
+        state.withLock { _ = $0.live.removeValue(forKey: ObjectIdentifier(handle)) }
+    }
+
+    /// Marks the session shut down and returns the requests in flight.
+    func shutDown() -> [RequestHandle] {
+        state.withLock { state -> [RequestHandle] in
+            state.shutDown = true
+            defer { state.live = [:] }
+            return Array(state.live.values)
+        }
+    }
+}
+
 /// The only place SwiftCouch talks to the network.
 ///
 /// It adds authentication (the `AuthSession` cookie, or Basic), logs in with `POST /_session` on
@@ -148,6 +194,8 @@ public final class InterceptableSession: @unchecked Sendable {
     fileprivate let queue = DispatchQueue(label: "SwiftCouch.InterceptableSession")
     fileprivate let transcript: TranscriptLogger?
     private var sessionState = AuthSessionState()
+    /// The requests in flight, for `shutdown()`.
+    private let registry = HandleRegistry()
     private var waiting: [Attempt] = []
     /// Rejected requests waiting for the check of their session (see `checkSession`).
     private var checking: [Rejected] = []
@@ -215,7 +263,11 @@ public final class InterceptableSession: @unchecked Sendable {
         if request.maximumResponseBodySize == nil {
             request.maximumResponseBodySize = configuration.maximumResponseBodySize
         }
-        let handle = RequestHandle(request: request, completion: completion)
+        let handle = RequestHandle(request: request, registry: registry, completion: completion)
+        guard registry.add(handle) else {
+            handle.finish(.failure(Self.shutDownError(request)))
+            return handle
+        }
         let attempt = Attempt(
             request: request, isIdempotent: isIdempotent, policy: configuration.retryPolicy, handle: handle)
         queue.async { self.authorize(attempt) }
@@ -234,7 +286,7 @@ public final class InterceptableSession: @unchecked Sendable {
         // The transport's thread delivers chunks while `cancel()` may complete the receiver on
         // another: one at a time, and nothing after `complete`.
         let receiver = SerialReceiver(receiver)
-        let handle = RequestHandle(request: request) { result in
+        let handle = RequestHandle(request: request, registry: registry) { result in
             switch result {
             case .success(let response):
                 receiver.receive(head: HTTPResponse(statusCode: response.statusCode, headers: response.headers))
@@ -244,11 +296,23 @@ public final class InterceptableSession: @unchecked Sendable {
                 receiver.complete(error: error)
             }
         }
+        guard registry.add(handle) else {
+            handle.finish(.failure(Self.shutDownError(request)))
+            return handle
+        }
         let attempt = Attempt(
             request: request, isIdempotent: isIdempotent, policy: configuration.retryPolicy, handle: handle,
             streamReceiver: receiver)
         queue.async { self.authorize(attempt) }
         return handle
+    }
+
+    /// The error of a request made after `shutdown()`: cancelled, so that loops that resume after
+    /// failures (a ``ChangesFollower``) end instead of retrying.
+    static func shutDownError(_ request: HTTPRequest) -> CouchError {
+        var error = CouchError.cancelled(method: request.method.rawValue, path: request.path)
+        error.message = "The client was shut down; make a new CouchDBClient to send more requests. Nothing was sent."
+        return error
     }
 
     /// Forgets the session cookie and any refused login, so the next request logs in again
@@ -257,8 +321,13 @@ public final class InterceptableSession: @unchecked Sendable {
         queue.async { self.sessionState.reset() }
     }
 
-    /// Stops the transport.
+    /// Shuts the session down: every request in flight — whole responses, streams, downloads,
+    /// feeds, retries waiting on a timer — is cancelled (its completion or receiver gets a
+    /// ``CouchError`` of kind `.cancelled` saying the client was shut down, and whether the
+    /// server may have carried it out), every later request fails the same way at once, and the
+    /// transport is stopped.
     public func shutdown() {
+        for handle in registry.shutDown() { handle.cancel(shutDown: true) }
         transport.shutdown()
     }
 
