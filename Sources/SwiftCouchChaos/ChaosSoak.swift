@@ -16,6 +16,9 @@ struct ChaosSoak {
     let options: ChaosOptions
 
     /// Every fault shape the TestServer can produce, each at a set rate. Returns a line per rule.
+    /// Documents per `_bulk_docs` request of the soak's BulkWriter.
+    static let bulkBatchSize = 100
+
     static func installFaults(on server: TestServer) -> [String] {
         let faults = server.faults
         let rules: [(TestServerFaults.Fault, Double, TestServerFaults.Match)] = [
@@ -25,6 +28,11 @@ struct ChaosSoak {
             (.delay(seconds: 0.05), 0.05, .any),
             (.truncatedBody, 0.02, .any),
             (.invalidJSON, 0.01, .method("GET")),
+            // The shapes real servers and proxies produce.
+            (.replyThenClose(seconds: 0.05), 0.03, .any),
+            (.tooManyRequestsThenClose(retryAfter: nil, seconds: 0.05), 0.02, .any),
+            (.dropAfterProcessing, 0.02, .any),
+            (.slowHead(seconds: 0.1), 0.01, .any),
             (.tooManyRequests(retryAfter: nil), 0.25, .path("/_session", method: "POST")),
             (.dropConnection, 0.05, .path("/_session", method: "POST")),
         ]
@@ -38,6 +46,8 @@ struct ChaosSoak {
         var serverConfiguration = TestServer.Configuration()
         serverConfiguration.faultSeed = options.seed
         serverConfiguration.sessionTimeout = 600
+        // Idle keep-alive connections closed under the client, as load balancers do.
+        serverConfiguration.keepAliveIdleTimeout = 0.5
         let server = try TestServer.start(serverConfiguration)
         defer { server.stop() }
         let credentials = Credentials(username: server.adminName, password: server.adminPassword)
@@ -108,6 +118,8 @@ struct ChaosSoak {
         report.stalls = stalled.count
         report.stalledExamples = stalled.prefix(5).map { "\($0.kind) \($0.key)" }
         report.requests = requests
+        report.baselineRequests =
+            ledger.snapshot.count + (options.bulkDocuments + Self.bulkBatchSize - 1) / Self.bulkBatchSize
         report.logins = logins
         report.elapsed = elapsed
         report.faultLines = faultLines
@@ -219,7 +231,8 @@ struct ChaosSoak {
         -> [BulkWriteResult]
     {
         let writer = BulkWriter<SoakDocument>(
-            client: client, database: database, options: BulkWriter.Options(batchSize: 100, maximumBatchesInFlight: 2))
+            client: client, database: database,
+            options: BulkWriter.Options(batchSize: Self.bulkBatchSize, maximumBatchesInFlight: 2))
         for n in 0..<count {
             try await writer.add(SoakDocument(chaosKey: "bulk-\(n)", token: "bulk-\(n)", n: n))
         }
