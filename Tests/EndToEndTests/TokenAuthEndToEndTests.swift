@@ -32,6 +32,32 @@ struct TokenAuthEndToEndTests {
         return CouchDBClient(url: server.url, configuration: configuration)
     }
 
+    /// Issue 8: the token endpoint is rate-limited too (Cloudant's IAM answers 429), and its
+    /// connections drop like any other: queued operations wait for the retried token request,
+    /// none forever.
+    @Test(
+        "IAM: 429s, a 503, a 429-then-close and dropped connections on the token endpoint; 30 queued operations succeed"
+    )
+    func iamTokenEndpointFaults() async throws {
+        guard let server = try startServer("IAM token endpoint faults") else { return }
+        defer { server.stop() }
+        let tokenPath = "/_iam/identity/token"
+        let match = TestServerFaults.Match.path(tokenPath, method: "POST")
+        server.faults.failNext(with: .tooManyRequests(retryAfter: nil), matching: match)
+        server.faults.failNext(with: .dropConnection, matching: match)
+        server.faults.failNext(with: .serviceUnavailable(retryAfter: nil), matching: match)
+        server.faults.failNext(with: .tooManyRequestsThenClose(retryAfter: nil, seconds: 0.05), matching: match)
+        let client = client(server, .iam(apiKey: Self.apiKey, tokenURL: server.iamTokenURL), concurrency: 8)
+        defer { client.shutdown() }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<30 {
+                group.addTask { _ = try await client.value(GetSessionOperation()) }
+            }
+            try await group.waitForAll()
+        }
+        #expect(server.requestCount(path: tokenPath, method: "POST") == 5)  // four faults, one token
+    }
+
     @Test("IAM: one token request, then many concurrent operations; after expiry exactly one renewal")
     func iamLoginAndRenewal() async throws {
         guard let server = try startServer("IAM login and renewal") else { return }
