@@ -58,6 +58,39 @@ struct FailureSemanticsEndToEndTests {
     }
 }
 
+/// Malformed answers become errors with what arrived, never a success.
+@Suite("Malformed answers")
+struct MalformedAnswerEndToEndTests {
+    @Test("A body cut off is a transport error; a 200 that is not JSON is a decoding error with the status and body")
+    func cutOffAndNotJSON() async throws {
+        try await withPrivateTestServer(for: "malformed answers") { server, client in
+            let db = E2EEnvironment.uniqueDatabaseName("malformed")
+            _ = try await client.execute(CreateDatabaseOperation(name: db))
+            _ = try await client.value(PutDocumentOperation(database: db, id: "d", document: Note(text: "x", n: 1)))
+            let read = GetDocumentOperation<Note>(database: db, id: "d")
+            server.faults.failNext(50, with: .truncatedBody, matching: .path("/\(db)/d", method: "GET"))
+            do {
+                _ = try await client.value(read)
+                Issue.record("a cut-off body was reported as success")
+            } catch let error as CouchError {
+                #expect(error.kind == .transport)
+            }
+            server.faults.clear()
+            server.faults.failNext(50, with: .invalidJSON, matching: .path("/\(db)/d", method: "GET"))
+            do {
+                _ = try await client.value(read)
+                Issue.record("a body that is not JSON was reported as success")
+            } catch let error as CouchError {
+                #expect(error.kind == .decoding)
+                #expect(error.statusCode == 200)
+                #expect(error.bodyText?.contains("502 Bad Gateway") == true)
+            }
+            server.faults.clear()
+            _ = try await client.execute(DeleteDatabaseOperation(name: db))
+        }
+    }
+}
+
 /// Issue 8 item 10: whole bodies are bounded.
 @Suite("Response bodies past the configured limit")
 struct ResponseLimitEndToEndTests {
