@@ -63,7 +63,6 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
     /// Creates the engine; with `options.dataDirectory` set, loads every database kept there.
     public init(options: Options = Options()) throws {
         self.options = options
-        node = NodeState(options: options)
         var secret = Crypto.randomBytes(32)
         var uuid = Crypto.hex(Crypto.randomBytes(16))
         if let root = options.dataDirectory {
@@ -80,6 +79,7 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
             dataDirectory = nil
         }
         serverUUID = uuid
+        node = NodeState(options: options, uuid: uuid)
         sessions = SessionState(secret: secret)
         adminSalt = Crypto.hex(Crypto.md5(Data((uuid + options.adminName).utf8)))
         if let dir = dataDirectory { try loadDatabases(dir) }

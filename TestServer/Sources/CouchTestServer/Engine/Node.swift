@@ -11,28 +11,37 @@ final class NodeState: @unchecked Sendable {
     private(set) var updateSeq = 0
     let startTime = Date()
 
-    init(options: CouchEngine.Options) {
-        config = [
-            "couchdb": [
-                "max_document_size": "8000000", "uuid": "", "database_dir": "./data", "view_index_dir": "./data",
-                "default_security": "admin_only", "max_dbs_open": "500",
-            ],
-            "chttpd": [
-                "port": "5984", "bind_address": "127.0.0.1", "require_valid_user": "false",
-                "max_http_request_size": "4294967296",
-            ],
-            "chttpd_auth": [
-                "timeout": String(options.sessionTimeout), "allow_persistent_cookies": "true",
-                "iterations": String(options.passwordIterations),
-            ],
+    init(options: CouchEngine.Options, uuid: String) {
+        config = Self.shippedConfiguration(uuid: uuid)
+        // What an installation sets in local.ini: its admin, and the settings the TestServer was given.
+        config["admins"] = [options.adminName: "-pbkdf2-hidden"]
+        if options.sessionTimeout != 600 {
+            config["chttpd_auth", default: [:]]["timeout"] = String(options.sessionTimeout)
+        }
+        if options.passwordIterations != 600_000 {
+            config["chttpd_auth", default: [:]]["iterations"] = String(options.passwordIterations)
+        }
+    }
+
+    /// The keys and values CouchDB 3.5.0's `default.ini` sets (everything else there is commented
+    /// out, so a server reports it as `unknown_config_value`), with the release's template values
+    /// filled in as a single node started on port 5984 has them. Sections with no key are not
+    /// reported, as CouchDB does not.
+    static func shippedConfiguration(uuid: String) -> [String: [String: String]] {
+        [
+            "vendor": ["name": "The Apache Software Foundation"],
+            "couchdb": ["uuid": uuid, "database_dir": "./data", "view_index_dir": "./data"],
+            "couchdb_engines": ["couch": "couch_bt_engine"],
+            "chttpd": ["port": "5984", "bind_address": "127.0.0.1"],
+            "httpd": ["port": "5986", "bind_address": "127.0.0.1"],
+            "chttpd_auth": ["hash_algorithms": "sha256, sha"],
             "couch_httpd_auth": ["authentication_db": "_users"],
-            "attachments": [
-                "compression_level": "8",
-                "compressible_types": "text/*, application/javascript, application/json, application/xml",
-            ],
-            "cluster": ["q": "2", "n": "1"],
-            "log": ["level": "info"],
-            "admins": [options.adminName: "-pbkdf2-hidden"],
+            "indexers": ["couch_mrview": "true"],
+            "feature_flags": ["partitioned||*": "true"],
+            "smoosh": ["state_dir": "./data"],
+            "dreyfus": ["name": "clouseau@127.0.0.1"],
+            "prometheus": ["additional_port": "false", "bind_address": "127.0.0.1", "port": "17986"],
+            "nouveau": ["enable": "false", "url": "http://127.0.0.1:5987"],
         ]
     }
 
@@ -169,6 +178,9 @@ extension CouchEngine {
         guard ctx.method == "GET" || ctx.method == "HEAD" || ctx.method == "POST" else {
             throw CouchError.methodNotAllowed("GET,HEAD,POST")
         }
+        // CouchDB serves `_db_updates` from `_global_changes`, which a single node does not have
+        // until someone creates it.
+        guard database(named: "_global_changes") != nil else { throw CouchError.dbNotFound }
         let request = ctx.request
         let feed = request.queryValue("feed") ?? "normal"
         var since = 0

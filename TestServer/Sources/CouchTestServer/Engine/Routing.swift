@@ -6,11 +6,14 @@ extension CouchEngine {
     func route(_ ctx: RequestContext) throws(CouchError) -> ServerResponse {
         let segments = ctx.segments
         guard let first = segments.first else { return try welcome(ctx) }
-        if first.hasPrefix("_"), first != "_users", first != "_replicator" {
+        if first.hasPrefix("_"), !Self.systemDatabases.contains(first) {
             return try serverEndpoint(first, ctx)
         }
         return try databaseEndpoint(ctx)
     }
+
+    /// The databases whose names may start with `_` (CouchDB 3.5's system databases).
+    static let systemDatabases: Set<String> = ["_users", "_replicator", "_global_changes"]
 
     private func requireMethods(_ ctx: RequestContext, _ allowed: String) throws(CouchError) {
         let methods = allowed.split(separator: ",").map(String.init)
@@ -173,7 +176,7 @@ extension CouchEngine {
             }
         }
         // System databases: _users and _replicator listings are admin-only.
-        if dbName == "_users" || dbName == "_replicator", segments[1] == "_all_docs" || segments[1] == "_changes" {
+        if Self.systemDatabases.contains(dbName), segments[1] == "_all_docs" || segments[1] == "_changes" {
             try requireServerAdmin(ctx.user)
         }
         let db = try openDatabase(dbName, ctx)
@@ -239,6 +242,7 @@ extension CouchEngine {
     }
 
     func validateDatabaseName(_ name: String) throws(CouchError) {
+        if Self.systemDatabases.contains(name) { return }
         let allowedRest = Set("abcdefghijklmnopqrstuvwxyz0123456789_$()+-/")
         let valid: Bool
         if let first = name.first, ("a"..."z").contains(first), name.count <= 238,
