@@ -72,7 +72,7 @@ struct ChangesFollowerEndToEndTests {
     }
 
     @Test(
-        "Listen mode (long-poll, then continuous) through a server restart, 429s and dropped connections: every change, in order, none skipped",
+        "Listen mode (long-poll, then continuous) through a server restart, 429s and dropped connections: every change, none skipped",
         arguments: [false, true])
     func resilient(continuous: Bool) async throws {
         guard E2EEnvironment.shared.testServer != nil else {
@@ -119,9 +119,9 @@ struct ChangesFollowerEndToEndTests {
             if Set(delivered).count == total { break }
         }
         try await writer.value
-        var unique: [String] = []
-        for id in delivered where !unique.contains(id) { unique.append(id) }
-        #expect(unique == ids, "every change, in order, none skipped")
+        // Every change, none skipped; not in write order: a database of several shards (CouchDB 3's
+        // default q=2) interleaves them.
+        #expect(Set(delivered) == Set(ids), "every change, none skipped")
         #expect(retries.value > 0, "the faults and the restart made the follower recover")
     }
 }

@@ -2,8 +2,9 @@ import Foundation
 
 /// Follows a database's `_changes` feed and never silently stops.
 ///
-/// Iterate it (`for try await change in follower`) to receive every change at least once, in
-/// order. Requests are made as the consumer asks for more (a slow consumer does not make the
+/// Iterate it (`for try await change in follower`) to receive every change at least once, in the
+/// order the server sends them — which is not write order: a database of several shards (CouchDB
+/// 3's default, and every cluster) interleaves its shards. Requests are made as the consumer asks for more (a slow consumer does not make the
 /// follower buffer more than one batch). After a network error, a server restart, a timeout, a
 /// 429 or a 5xx, the follower waits — exponential backoff with full jitter — and resumes from
 /// the last sequence it saw, so nothing is skipped. A 400, 401 (after the session's own renewal

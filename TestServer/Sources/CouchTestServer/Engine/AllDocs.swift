@@ -192,9 +192,9 @@ extension CouchEngine {
 
     /// Runs one `_all_docs` query (optionally restricted to one simulated shard's partition).
     func allDocsResult(_ db: Database, _ args: ViewArgs, partition: String? = nil) throws(CouchError)
-        -> (total: Int, offset: Int?, rows: [JSON], updateSeq: Int)
+        -> (total: Int, offset: Int?, rows: [JSON], updatePosition: [Int])
     {
-        try db.withLock { () throws(CouchError) -> (Int, Int?, [JSON], Int) in
+        try db.withLock { () throws(CouchError) -> (Int, Int?, [JSON], [Int]) in
             var live = db.sortedIDs.filter { db.docs[$0]?.isDeleted == false }
             var total = db.docCount
             if let partition {
@@ -218,14 +218,14 @@ extension CouchEngine {
     }
 
     private func allDocsRows(_ db: Database, _ live: [String], _ args: ViewArgs, total: Int, idFilter: (String) -> Bool)
-        throws(CouchError) -> (Int, Int?, [JSON], Int)
+        throws(CouchError) -> (Int, Int?, [JSON], [Int])
     {
         if let keys = args.keys {
-            return (total, nil, keyRows(db, keys, args, idFilter: idFilter), db.updateSeq)
+            return (total, nil, keyRows(db, keys, args, idFilter: idFilter), db.currentPosition)
         }
         let (offset, ids) = try selectIDs(live, args)
         let rows = ids.compactMap { id in db.docs[id].flatMap { docRow(db, $0, args) } }
-        return (total, offset, rows, db.updateSeq)
+        return (total, offset, rows, db.currentPosition)
     }
 
     // MARK: - Endpoints
@@ -249,7 +249,7 @@ extension CouchEngine {
                     ("total_rows", .int(Int64(r.total))), ("offset", r.offset.map { .int(Int64($0)) } ?? .null),
                 ]
                 if args.updateSeq {
-                    pairs.append(("update_seq", .string(SequenceToken.encode(r.updateSeq, db: db.name))))
+                    pairs.append(("update_seq", .string(SequenceToken.encode(position: r.updatePosition, db: db.name))))
                 }
                 pairs.append(("rows", .array(r.rows)))
                 results.append(JSON.object(pairs).serialized)
@@ -270,7 +270,8 @@ extension CouchEngine {
             200,
             rowsBody(
                 totalRows: .int(Int64(r.total)), offset: r.offset.map { .int(Int64($0)) } ?? .null,
-                updateSeq: args.updateSeq ? SequenceToken.encode(r.updateSeq, db: db.name) : nil, rows: r.rows))
+                updateSeq: args.updateSeq ? SequenceToken.encode(position: r.updatePosition, db: db.name) : nil,
+                rows: r.rows))
     }
 
     func designDocs(_ ctx: RequestContext, _ db: Database, rest: [String] = []) throws(CouchError) -> ServerResponse {

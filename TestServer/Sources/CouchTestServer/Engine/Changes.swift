@@ -12,7 +12,7 @@ struct ChangesArgs {
 
     var feed = "normal"
     /// nil means `now`.
-    var since: Int? = 0
+    var since: SequenceToken.Since? = .global(0)
     var limit: Int?
     var descending = false
     var includeDocs = false
@@ -31,14 +31,17 @@ extension CouchEngine {
         if !["normal", "longpoll", "continuous", "eventsource"].contains(args.feed) {
             throw CouchError.badRequest("Supported `feed` types: normal, continuous, live, longpoll, eventsource")
         }
-        if let since = request.queryValue("since") ?? request.headers["Last-Event-ID"] {
+        // `last-event-id` (query or EventSource header) is read as `since`, as CouchDB does.
+        let since =
+            request.queryValue("since") ?? request.queryValue("last-event-id") ?? request.headers["Last-Event-ID"]
+        if let since {
             if since == "now" {
                 args.since = nil
             } else {
-                guard let n = SequenceToken.decode(since) else {
+                guard let position = SequenceToken.decodeSince(since, shards: max(db.q, 1)) else {
                     throw CouchError.badRequest("Malformed sequence supplied in 'since' parameter.")
                 }
-                args.since = n
+                args.since = position
             }
         }
         if let l = request.queryValue("limit") {
@@ -119,57 +122,89 @@ extension CouchEngine {
         CouchError(501, "not_implemented", "The TestServer does not run JavaScript: \(what) needs a CouchDB server")
     }
 
-    /// One batch of changes after `since` (lock held). Returns the rows, the last sequence and `pending`.
-    private func collectChanges(_ db: Database, since: Int, args: ChangesArgs, limit: Int?) -> (
-        rows: [JSON], lastSeq: Int, pending: Int
-    ) {
-        let total = db.countChanges(since: 0)
-        var entries: [DocEntry]
-        var pending: Int
-        if args.descending {
-            entries = db.changedDocs(since: 0).reversed()
-            pending = total
-        } else {
-            entries = db.changedDocs(since: since)
-            pending = entries.count
+    /// Where a feed starts (lock held): the shard positions `args.since` names, or now.
+    func startPosition(_ db: Database, _ args: ChangesArgs) -> [Int] {
+        switch args.since {
+        case nil: return db.currentPosition
+        case .global(let n)?: return db.position(atGlobal: n)
+        case .position(let position)?: return position
         }
+    }
+
+    /// Whether `entry` passes the filters CouchDB applies before counting (`_doc_ids`, `_design`):
+    /// changes they exclude stay counted in `pending`, as CouchDB reports them.
+    private func passesPrefilter(_ entry: DocEntry, _ args: ChangesArgs) -> Bool {
         switch args.filter {
-        case .docIDs(let ids):
-            let wanted = Set(ids)
-            entries = entries.filter { wanted.contains($0.id) }
-        case .design:
-            entries = entries.filter { $0.id.hasPrefix("_design/") }
-        default:
-            break
+        case .docIDs(let ids): return ids.contains(entry.id)
+        case .design: return entry.id.hasPrefix("_design/")
+        case .selector, .none: return true
         }
+    }
+
+    /// Whether `entry` passes the request's filter.
+    private func passes(_ entry: DocEntry, _ winner: RevNode, _ args: ChangesArgs) -> Bool {
+        guard passesPrefilter(entry, args) else { return false }
+        if case .selector(let selector) = args.filter {
+            var opts = DocRenderOptions()
+            opts.conflicts = false
+            return selector.matches(renderDocument(entry, winner, opts))
+        }
+        return true
+    }
+
+    private func changeRow(_ db: Database, _ entry: DocEntry, _ winner: RevNode, seq: [Int], _ args: ChangesArgs)
+        -> JSON
+    {
+        var pairs: [(String, JSON)] = [
+            ("seq", .string(SequenceToken.encode(position: seq, db: db.name))), ("id", .string(entry.id)),
+        ]
+        let revs = args.allLeaves ? entry.sortedLeaves.map(\.rev) : [winner.rev]
+        pairs.append(("changes", .array(revs.map { ["rev": .string($0)] })))
+        if winner.deleted { pairs.append(("deleted", true)) }
+        if args.includeDocs { pairs.append(("doc", renderDocument(entry, winner, args.render))) }
+        return .object(pairs)
+    }
+
+    /// One batch of changes after shard positions `since` (lock held): shard by shard, as a
+    /// clustered CouchDB interleaves its shards (not in write order). Each row's `seq` resumes
+    /// right after it; the last sequence covers everything looked at (filtered-out changes too).
+    func collectChanges(_ db: Database, since: [Int], args: ChangesArgs, limit: Int?) -> (
+        rows: [JSON], lastSeq: [Int], pending: Int
+    ) {
         var rows: [JSON] = []
-        var lastSeq = args.descending ? 0 : max(since, db.updateSeq)
-        var pendingAtEnd = pending - entries.count
-        for entry in entries {
-            pending -= 1
-            guard let winner = entry.winner else { continue }
-            if case .selector(let selector) = args.filter {
-                var opts = DocRenderOptions()
-                opts.conflicts = false
-                if !selector.matches(renderDocument(entry, winner, opts)) { continue }
+        if args.descending {
+            // Newest first, over the whole database.
+            let entries = Array(db.changedDocs(since: 0).reversed())
+            var lastSeq = db.currentPosition
+            var pending = entries.count
+            for entry in entries {
+                pending -= 1
+                guard let winner = entry.winner, passes(entry, winner, args) else { continue }
+                let seq = db.position(atGlobal: entry.seq)
+                rows.append(changeRow(db, entry, winner, seq: seq, args))
+                lastSeq = seq
+                if let limit, rows.count >= limit { break }
             }
-            var pairs: [(String, JSON)] = [
-                ("seq", .string(SequenceToken.encode(entry.seq, db: db.name))), ("id", .string(entry.id)),
-            ]
-            let revs = args.allLeaves ? entry.sortedLeaves.map(\.rev) : [winner.rev]
-            pairs.append(("changes", .array(revs.map { ["rev": .string($0)] })))
-            if winner.deleted { pairs.append(("deleted", true)) }
-            if args.includeDocs { pairs.append(("doc", renderDocument(entry, winner, args.render))) }
-            rows.append(.object(pairs))
-            if args.descending { lastSeq = entry.seq }
-            if let limit, rows.count >= limit {
-                lastSeq = entry.seq
-                pendingAtEnd = pending
-                break
-            }
+            return (rows, lastSeq, max(pending, 0))
         }
-        if args.descending, rows.isEmpty { lastSeq = db.updateSeq }
-        return (rows, lastSeq, max(pendingAtEnd, 0))
+        let changed = db.changedDocs(after: since)
+        var position = since
+        if position.count != db.currentPosition.count { position = db.position(atGlobal: 0) }
+        var pending = changed.count
+        var excluded = 0
+        for item in changed {
+            position[item.shard] = max(position[item.shard], item.shardSeq)
+            guard passesPrefilter(item.entry, args) else {
+                excluded += 1
+                continue
+            }
+            pending -= 1
+            guard let winner = item.entry.winner, passes(item.entry, winner, args) else { continue }
+            rows.append(changeRow(db, item.entry, winner, seq: position, args))
+            if let limit, rows.count >= limit { return (rows, position, max(pending, 0)) }
+        }
+        let lastSeq = zip(position, db.currentPosition).map { max($0, $1) }
+        return (rows, lastSeq, excluded)
     }
 
     func changes(_ ctx: RequestContext, _ db: Database) throws(CouchError) -> ServerResponse {
@@ -177,7 +212,7 @@ extension CouchEngine {
             throw CouchError.methodNotAllowed("GET,HEAD,POST")
         }
         let args = try parseChangesArgs(ctx, db)
-        let startSince: Int = db.withLock { args.since ?? db.updateSeq }
+        let startSince: [Int] = db.withLock { startPosition(db, args) }
         let etag = "\"\(Crypto.opaqueToken(db.name + "#" + String(db.withLock { db.updateSeq })))\""
         switch args.feed {
         case "normal":
@@ -189,7 +224,7 @@ extension CouchEngine {
             let deadline = Date().addingTimeInterval(Double(args.timeout ?? 60000) / 1000)
             var since = startSince
             while true {
-                let (batch, timedOut): ((rows: [JSON], lastSeq: Int, pending: Int), Bool) = db.withLock {
+                let (batch, timedOut): ((rows: [JSON], lastSeq: [Int], pending: Int), Bool) = db.withLock {
                     var batch = collectChanges(db, since: since, args: args, limit: args.limit)
                     while batch.rows.isEmpty, !db.isDeleted, !isClosed, Date() < deadline {
                         let seen = db.updateSeq
@@ -211,7 +246,7 @@ extension CouchEngine {
     }
 
     /// `feed=longpoll&heartbeat=…`: newlines while waiting (CouchDB then ignores `timeout`), the body once a change passes.
-    private func heartbeatLongpoll(_ db: Database, args: ChangesArgs, since start: Int) -> ServerResponse {
+    private func heartbeatLongpoll(_ db: Database, args: ChangesArgs, since start: [Int]) -> ServerResponse {
         var response = ServerResponse(status: 200)
         response.headers.add("Content-Type", "application/json")
         response.headers.add("Cache-Control", "must-revalidate")
@@ -221,7 +256,7 @@ extension CouchEngine {
             var since = start
             while true {
                 let wakeAt = Date().addingTimeInterval(interval)
-                let (batch, stop): ((rows: [JSON], lastSeq: Int, pending: Int), Bool) = db.withLock {
+                let (batch, stop): ((rows: [JSON], lastSeq: [Int], pending: Int), Bool) = db.withLock {
                     var batch = engine.collectChanges(db, since: since, args: args, limit: args.limit)
                     while batch.rows.isEmpty, !db.isDeleted, !engine.isClosed, Date() < wakeAt {
                         let seen = db.updateSeq
@@ -243,17 +278,17 @@ extension CouchEngine {
         return response
     }
 
-    private func changesBody(_ db: Database, _ batch: (rows: [JSON], lastSeq: Int, pending: Int)) -> String {
+    private func changesBody(_ db: Database, _ batch: (rows: [JSON], lastSeq: [Int], pending: Int)) -> String {
         var text = "{\"results\":[\n"
         text += batch.rows.map(\.serialized).joined(separator: ",\n")
         if !batch.rows.isEmpty { text += "\n" }
-        text += "],\n\"last_seq\":" + JSON.string(SequenceToken.encode(batch.lastSeq, db: db.name)).serialized
+        text += "],\n\"last_seq\":" + JSON.string(SequenceToken.encode(position: batch.lastSeq, db: db.name)).serialized
         text += ",\"pending\":\(batch.pending)}\n"
         return text
     }
 
     /// `feed=continuous` and `feed=eventsource`: streamed; waits for writes without holding any lock.
-    private func continuousFeed(_ db: Database, args: ChangesArgs, since start: Int) -> ServerResponse {
+    private func continuousFeed(_ db: Database, args: ChangesArgs, since start: [Int]) -> ServerResponse {
         let eventSource = args.feed == "eventsource"
         var response = ServerResponse(status: 200)
         response.headers.add("Content-Type", eventSource ? "text/event-stream" : "application/json")
@@ -283,7 +318,7 @@ extension CouchEngine {
                     if remaining! <= 0 {
                         if !eventSource {
                             let last: JSON = .object([
-                                ("last_seq", .string(SequenceToken.encode(since, db: db.name))),
+                                ("last_seq", .string(SequenceToken.encode(position: since, db: db.name))),
                                 ("pending", .int(Int64(batch.pending))),
                             ])
                             writer.write(Data((last.serialized + "\n").utf8))
@@ -310,7 +345,7 @@ extension CouchEngine {
                 // Timed out without a heartbeat: the feed ends.
                 if !eventSource {
                     let last: JSON = .object([
-                        ("last_seq", .string(SequenceToken.encode(since, db: db.name))), ("pending", 0),
+                        ("last_seq", .string(SequenceToken.encode(position: since, db: db.name))), ("pending", 0),
                     ])
                     writer.write(Data((last.serialized + "\n\n").utf8))
                 }

@@ -29,6 +29,9 @@ final class Database: @unchecked Sendable {
     private var sortedIDCache: [String]?
     /// (seq, id) for every change, in order; entries whose seq is no longer the doc's latest are skipped.
     private var seqLog: [(seq: Int, id: String)] = []
+    /// Per shard, the global sequence of each of its changes in order: a shard's own sequence is
+    /// a position in its list (as each CouchDB shard counts its own updates).
+    private var shardLogs: [[Int]]
     private(set) var updateSeq = 0
     private(set) var purgeSeq = 0
     var revsLimit = 1000
@@ -59,6 +62,7 @@ final class Database: @unchecked Sendable {
         self.q = q
         self.n = n
         self.security = security
+        self.shardLogs = Array(repeating: [], count: max(q, 1))
     }
 
     /// Runs `body` with the database locked.
@@ -76,6 +80,59 @@ final class Database: @unchecked Sendable {
         let ids = docs.keys.sorted(by: idLess)
         sortedIDCache = ids
         return ids
+    }
+
+    // MARK: - Shard positions (lock held)
+
+    /// How far each shard's changes go now: what `update_seq` encodes.
+    var currentPosition: [Int] { shardLogs.map(\.count) }
+
+    /// The shard positions that correspond to everything up to global sequence `seq`.
+    func position(atGlobal seq: Int) -> [Int] {
+        shardLogs.map { log in
+            var lo = 0
+            var hi = log.count
+            while lo < hi {
+                let mid = (lo + hi) / 2
+                if log[mid] <= seq { lo = mid + 1 } else { hi = mid }
+            }
+            return lo
+        }
+    }
+
+    /// The latest global sequence a shard position covers (for internal consumers that count globally).
+    func globalSequence(of position: [Int]) -> Int {
+        zip(shardLogs, position).reduce(0) { latest, pair in
+            let (log, count) = pair
+            return count > 0 && count <= log.count ? max(latest, log[count - 1]) : latest
+        }
+    }
+
+    /// Documents changed after `position`, shard by shard (each shard's changes in its own order,
+    /// as CouchDB's clustered `_changes` interleaves shards), each document once at its latest
+    /// change, with the shard and the shard's own sequence of that change.
+    func changedDocs(after position: [Int]) -> [(entry: DocEntry, shard: Int, shardSeq: Int)] {
+        var out: [(entry: DocEntry, shard: Int, shardSeq: Int)] = []
+        for (shard, log) in shardLogs.enumerated() {
+            let start = shard < position.count ? min(max(position[shard], 0), log.count) : 0
+            for index in start..<log.count {
+                let global = log[index]
+                guard let id = idOfChange(global), let doc = docs[id], doc.seq == global else { continue }
+                out.append((doc, shard, index + 1))
+            }
+        }
+        return out
+    }
+
+    /// The document of the change at global sequence `seq`, if the log still holds it.
+    private func idOfChange(_ seq: Int) -> String? {
+        var lo = 0
+        var hi = seqLog.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if seqLog[mid].seq < seq { lo = mid + 1 } else { hi = mid }
+        }
+        return lo < seqLog.count && seqLog[lo].seq == seq ? seqLog[lo].id : nil
     }
 
     /// Documents changed after `since`, in sequence order (each document once, at its latest change).
@@ -135,6 +192,7 @@ final class Database: @unchecked Sendable {
         delCount += b.deleted - a.deleted
         updateSeq = max(updateSeq, seq)
         seqLog.append((seq, id))
+        shardLogs[shard(of: id)].append(seq)
         if seqLog.count > 1000, seqLog.count > docs.count * 3 {
             seqLog = seqLog.filter { docs[$0.id]?.seq == $0.seq }
         }
@@ -305,6 +363,7 @@ final class Database: @unchecked Sendable {
         for key in entry.nodes.keys where !keep.contains(key) { entry.nodes.removeValue(forKey: key) }
         purgeSeq += 1
         updateSeq += 1
+        shardLogs[shard(of: id)].append(updateSeq)
         let a = countState(before)
         if entry.nodes.isEmpty {
             docs.removeValue(forKey: id)

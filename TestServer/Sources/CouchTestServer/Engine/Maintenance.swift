@@ -202,7 +202,9 @@ extension CouchEngine {
             (stats.missingChecked, stats.missingFound, stats.written, stats.failures, stats.lastSeq)
         let sessionID = Crypto.hex(Crypto.randomBytes(16))
         let endTime = httpDate(clock.now)
-        let seq = JSON.string(SequenceToken.encode(lastSeq, db: sourceDB.name))
+        let seq = JSON.string(
+            SequenceToken.encode(
+                position: sourceDB.withLock { sourceDB.position(atGlobal: lastSeq) }, db: sourceDB.name))
         let history: JSON = .object([
             ("session_id", .string(sessionID)), ("start_time", .string(startTime)), ("end_time", .string(endTime)),
             ("start_last_seq", 0), ("end_last_seq", seq), ("recorded_seq", seq),

@@ -269,7 +269,7 @@ extension CouchEngine {
                 ("instance_start_time", .string(String(db.instanceStartTime))),
                 ("db_name", .string(db.name)),
                 ("purge_seq", .string(SequenceToken.encode(db.purgeSeq, db: db.name, purge: true))),
-                ("update_seq", .string(SequenceToken.encode(db.updateSeq, db: db.name))),
+                ("update_seq", .string(SequenceToken.encode(position: db.currentPosition, db: db.name))),
                 (
                     "sizes",
                     [
@@ -299,6 +299,47 @@ enum SequenceToken {
             v >>= 8
         }
         return "\(n)-g1AAAA" + Crypto.base64URL(bytes)
+    }
+
+    /// A sequence of a sharded database, in CouchDB's shape: `N-opaque`, where N is the sum of
+    /// the shards' own sequences and the opaque part carries each shard's position.
+    static func encode(position: [Int], db: String) -> String {
+        var bytes = Data([0x83, 0x6c, 0x00, 0x00, 0x00, UInt8(truncatingIfNeeded: position.count)])
+        bytes.append(Crypto.md5(Data(db.utf8)).prefix(8))
+        for value in position {
+            var v = UInt64(max(value, 0))
+            for _ in 0..<8 {
+                bytes.append(UInt8(v & 0xff))
+                v >>= 8
+            }
+        }
+        return "\(position.reduce(0, +))-g1AAAA" + Crypto.base64URL(bytes)
+    }
+
+    /// Where a `since` value points: shard positions (a sequence this server issued for a
+    /// database of `shards` shards), or a plain number counted over the whole database.
+    enum Since: Equatable {
+        case position([Int])
+        case global(Int)
+    }
+
+    /// Parses a `since` value of a database of `shards` shards (`now` is handled by the caller).
+    static func decodeSince(_ text: String, shards: Int) -> Since? {
+        if let n = Int(text), n >= 0 { return .global(n) }
+        guard let n = decode(text) else { return nil }
+        let opaque = text[text.index(after: text.firstIndex(of: "-")!)...]
+        if opaque.hasPrefix("g1AAAA"), let bytes = Crypto.fromBase64URL(String(opaque.dropFirst(6))),
+            bytes.count == 14 + 8 * shards, bytes.count >= 6, Int(bytes[5]) == shards
+        {
+            let values = (0..<shards).map { index -> Int in
+                let start = 14 + 8 * index
+                var v: UInt64 = 0
+                for (offset, byte) in bytes[start..<(start + 8)].enumerated() { v |= UInt64(byte) << (8 * offset) }
+                return Int(min(v, UInt64(Int.max)))
+            }
+            return .position(values)
+        }
+        return .global(n)
     }
 
     /// Parses a `since`-style value: `0`, an integer, `now` (nil here), or `N-opaque`.

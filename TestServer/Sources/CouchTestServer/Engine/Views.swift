@@ -148,7 +148,8 @@ extension CouchEngine {
         }
         return rowsBody(
             totalRows: .int(Int64(rows.count)), offset: args.keys == nil ? .int(Int64(offset + args.skip)) : .null,
-            updateSeq: args.updateSeq ? SequenceToken.encode(db.withLock { db.updateSeq }, db: db.name) : nil, rows: out
+            updateSeq: args.updateSeq
+                ? SequenceToken.encode(position: db.withLock { db.currentPosition }, db: db.name) : nil, rows: out
         )
     }
 
