@@ -144,4 +144,16 @@ import Testing
         let byEventID = engine.send("GET", "/db/_changes?last-event-id=\(seqs[19])").json["results"]?.arrayValue ?? []
         #expect(byEventID.count == 5)
     }
+
+    @Test func shardCountFromQueryOrClusterConfiguration() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/two")
+        engine.send("PUT", "/eight?q=8")
+        engine.send("PUT", "/_node/_local/_config/cluster/q", json: "4")
+        engine.send("PUT", "/four")
+        for (db, q) in [("two", 2), ("eight", 8), ("four", 4)] {
+            #expect(engine.send("GET", "/\(db)/_shards").json["shards"]?.objectValue?.count == q, "\(db)")
+            #expect(engine.send("GET", "/\(db)").json["cluster"]?["q"] == .int(Int64(q)), "\(db)")
+        }
+    }
 }

@@ -230,7 +230,9 @@ extension CouchEngine {
         try validateDatabaseName(name)
         let request = ctx.request
         let partitioned = request.flag("partitioned")
-        let q = Int(request.queryValue("q") ?? "") ?? 2
+        // `?q=`, else the node's `[cluster] q` (set through _config), else CouchDB 3's default of 2.
+        let configuredQ = node.withLock { node.config["cluster"]?["q"] }.flatMap { Int($0) }
+        let q = Int(request.queryValue("q") ?? "") ?? configuredQ ?? 2
         let n = Int(request.queryValue("n") ?? "") ?? 1
         guard q > 0 else { throw CouchError.badRequest("`q` must be a positive integer") }
         switch createDatabase(name: name, partitioned: partitioned, q: q, n: n) {
