@@ -142,10 +142,7 @@ struct LocalDoc: Sendable {
     var body: JSON
 }
 
-/// Computes a deterministic revision hash from what CouchDB hashes too (deleted flag, parent, body, attachments).
+/// The revision hash CouchDB 3.5 gives the same write (see ``RevisionID``).
 func newRevHash(deleted: Bool, parent: String?, body: JSON, atts: [Attachment]) -> String {
-    var text = deleted ? "1" : "0"
-    text += "|" + (parent ?? "") + "|" + body.serialized
-    for att in atts { text += "|" + att.name + ":" + att.contentType + ":" + att.digest }
-    return Crypto.hex(Crypto.md5(Data(text.utf8)))
+    RevisionID.hash(deleted: deleted, parent: parent, body: body, atts: atts)
 }

@@ -1,0 +1,87 @@
+import CouchQuery
+import Foundation
+import Testing
+
+@testable import CouchTestServer
+
+/// The TestServer gives the revision ids CouchDB 3.5.0 gave for the same writes (recorded in
+/// `../shared/couchdb-transcripts`: documents.json, changes.json, attachments.json).
+@Suite struct RevisionIDTests {
+    @Test func documentWritesGiveCouchDBsRevisions() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/tx_docs")
+        func rev(_ reply: EngineReply) -> String? { reply.json["rev"]?.stringValue }
+        #expect(
+            rev(engine.send("PUT", "/tx_docs/doc1", json: ["title": "Hello", "count": 1]))
+                == "1-1be7d3c6b2f1e03147ca8fdae601830d")
+        #expect(
+            rev(
+                engine.send(
+                    "PUT", "/tx_docs/doc1",
+                    json: ["_rev": "1-1be7d3c6b2f1e03147ca8fdae601830d", "title": "Hello again", "count": 2]))
+                == "2-1aed2226e132481f5c7726ca741df107")
+        #expect(
+            rev(
+                engine.send(
+                    "PUT", "/tx_docs/doc1", json: ["title": "via If-Match", "count": 3],
+                    headers: [("If-Match", "2-1aed2226e132481f5c7726ca741df107")]))
+                == "3-bc263e60b1f08e22a09f6061fa6c9d93")
+        #expect(
+            rev(engine.send("DELETE", "/tx_docs/doc1", headers: [("If-Match", "3-bc263e60b1f08e22a09f6061fa6c9d93")]))
+                == "4-a9839dae25b4b0a621e5cf74c86de579")
+        #expect(
+            rev(engine.send("PUT", "/tx_docs/doc1", json: ["title": "reborn"])) == "5-61416602fbf86469b215d1bd41816109")
+        engine.send("PUT", "/tx_changes")
+        #expect(
+            rev(engine.send("PUT", "/tx_changes/a", json: ["type": "x", "n": 1]))
+                == "1-f5cfa3077faec62918197b00c697e8cd")
+        #expect(
+            rev(engine.send("PUT", "/tx_changes/b", json: ["type": "y", "n": 2]))
+                == "1-94f82410f4bb0a0f700e42d8f269b01d")
+    }
+
+    @Test func attachmentWritesGiveCouchDBsRevisions() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/tx_att")
+        func rev(_ reply: EngineReply) -> String? { reply.json["rev"]?.stringValue }
+        #expect(
+            rev(engine.send("PUT", "/tx_att/doc", json: ["kind": "holder"])) == "1-6f779045fa120fa25d6bf2dc96bae018")
+        let hello = Data("Hello, CouchDB! Hello, CouchDB! Hello, CouchDB!\n".utf8)
+        #expect(
+            rev(
+                engine.send(
+                    "PUT", "/tx_att/doc/hello.txt?rev=1-6f779045fa120fa25d6bf2dc96bae018", body: hello,
+                    headers: [("Content-Type", "text/plain")]))
+                == "2-37f2f5bf3c2b9d6756e8fca38a839ba8")
+        let pixel = try #require(
+            Data(
+                base64Encoded:
+                    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="))
+        #expect(
+            rev(
+                engine.send(
+                    "PUT", "/tx_att/doc/pixel.png?rev=2-37f2f5bf3c2b9d6756e8fca38a839ba8", body: pixel,
+                    headers: [("Content-Type", "image/png")]))
+                == "3-c7ba307a51982d79f8e103f872d5882d")
+        #expect(
+            rev(engine.send("DELETE", "/tx_att/doc/pixel.png?rev=3-c7ba307a51982d79f8e103f872d5882d"))
+                == "4-d5166ec59dc8e7b4c239dd93a7c2e957")
+    }
+
+    @Test func erlangTermsOfJSON() {
+        var term = ErlangTerm()
+        term.json(["a": 1, "b": [true, .null], "c": 2.5, "d": "é", "e": .int(100_000), "f": .int(-5_000_000_000)])
+        #expect(
+            Array(term.bytes) == [
+                104, 1, 108, 0, 0, 0, 6,
+                104, 2, 109, 0, 0, 0, 1, 97, 97, 1,
+                104, 2, 109, 0, 0, 0, 1, 98, 108, 0, 0, 0, 2, 100, 0, 4, 116, 114, 117, 101, 100, 0, 4, 110, 117, 108,
+                108, 106,
+                104, 2, 109, 0, 0, 0, 1, 99, 70, 64, 4, 0, 0, 0, 0, 0, 0,
+                104, 2, 109, 0, 0, 0, 1, 100, 109, 0, 0, 0, 2, 0xC3, 0xA9,
+                104, 2, 109, 0, 0, 0, 1, 101, 98, 0, 1, 0x86, 0xA0,
+                104, 2, 109, 0, 0, 0, 1, 102, 110, 5, 1, 0x00, 0xF2, 0x05, 0x2A, 0x01,
+                106,
+            ])
+    }
+}
