@@ -84,4 +84,19 @@ import Testing
                 106,
             ])
     }
+
+    /// CouchDB orders revision ids as it holds them: a 32-digit hex hash as 16 bytes, any other as
+    /// its text. So `1-9a…` (byte 0x9a) beats `1-zzz` (byte 0x7a), though "zzz" > "9a…" as text.
+    @Test func winnersAndConflictsCompareRevisionIDsAsCouchDBHoldsThem() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        let hex = "1-9a" + String(repeating: "0", count: 30)
+        for rev in ["1-zzz", hex] {
+            engine.send(
+                "PUT", "/db/doc?new_edits=false", json: ["_id": "doc", "_rev": .string(rev), "v": .string(rev)])
+        }
+        let doc = engine.send("GET", "/db/doc?conflicts=true").json
+        #expect(doc["_rev"] == .string(hex))
+        #expect(doc["_conflicts"] == ["1-zzz"])
+    }
 }

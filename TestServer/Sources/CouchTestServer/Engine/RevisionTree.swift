@@ -56,6 +56,12 @@ struct RevNode: Sendable {
     var rev: String { "\(pos)-\(hash)" }
 }
 
+/// A revision hash as CouchDB holds it: 16 raw bytes when it is 32 hex digits, else its text.
+func revIDBytes(_ hash: String) -> [UInt8] {
+    if hash.utf8.count == 32, let bytes = Crypto.fromHex(hash) { return Array(bytes) }
+    return Array(hash.utf8)
+}
+
 /// Splits `N-hash` into its parts.
 func parseRev(_ rev: String) -> (pos: Int, hash: String)? {
     guard let dash = rev.firstIndex(of: "-") else { return nil }
@@ -81,11 +87,15 @@ struct DocEntry: Sendable {
     }
 
     /// Leaves in CouchDB's winning order: live before deleted, then longer paths, then larger hashes.
+    /// Leaves as CouchDB orders them (the winner first): live before deleted, then the higher
+    /// generation, then the greater revision id compared as CouchDB holds it — 16 raw bytes for a
+    /// 32-digit hex hash, the text's bytes otherwise (which orders non-hex ids differently from
+    /// their text).
     var sortedLeaves: [RevNode] {
         leaves.sorted { a, b in
             if a.deleted != b.deleted { return !a.deleted }
             if a.pos != b.pos { return a.pos > b.pos }
-            return a.hash > b.hash
+            return revIDBytes(b.hash).lexicographicallyPrecedes(revIDBytes(a.hash))
         }
     }
 
