@@ -100,3 +100,39 @@ import Testing
         #expect(doc["_conflicts"] == ["1-zzz"])
     }
 }
+
+/// Differences a client meets without JavaScript, now as CouchDB 3.5 behaves.
+@Suite struct EngineFidelityTests {
+    @Test func malformedRevisionIs400EvenForAMissingDocument() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        engine.send("PUT", "/db/doc", json: ["v": 1])
+        for path in ["/db/doc?rev=garbage", "/db/missing?rev=x-1", "/db/doc?rev=1"] {
+            let reply = engine.send("GET", path)
+            #expect(reply.status == 400, "\(path)")
+            #expect(reply.json == ["error": "bad_request", "reason": "Invalid rev format"], "\(path)")
+        }
+    }
+
+    @Test func compactionRunsInTheBackgroundAndDropsOldBodies() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        let first = engine.send("PUT", "/db/doc", json: ["v": 1]).json["rev"]!.stringValue!
+        let second = engine.send("PUT", "/db/doc", json: ["_rev": .string(first), "v": 2]).json["rev"]!.stringValue!
+        #expect(engine.send("GET", "/db/doc?rev=\(first)").status == 200)
+        #expect(engine.send("POST", "/db/_compact", json: [:]).status == 202)
+        #expect(engine.send("GET", "/db").json["compact_running"] == true)
+        var waited = 0.0
+        while engine.send("GET", "/db").json["compact_running"] != false, waited < 10 {
+            Thread.sleep(forTimeInterval: 0.02)
+            waited += 0.02
+        }
+        #expect(engine.send("GET", "/db").json["compact_running"] == false)
+        let old = engine.send("GET", "/db/doc?rev=\(first)")
+        #expect(old.status == 404)
+        #expect(old.json == ["error": "not_found", "reason": "missing"])
+        #expect(engine.send("GET", "/db/doc?rev=\(second)").json["v"] == 2)
+        let history = engine.send("GET", "/db/doc?revs=true").json["_revisions"]?["ids"]?.arrayValue ?? []
+        #expect(history.count == 2)  // the ids stay
+    }
+}

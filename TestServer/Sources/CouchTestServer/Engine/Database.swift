@@ -34,6 +34,8 @@ final class Database: @unchecked Sendable {
     private var shardLogs: [[Int]]
     private(set) var updateSeq = 0
     private(set) var purgeSeq = 0
+    /// Set while a compaction runs (`compact_running`).
+    var compactionRunning = false
     var revsLimit = 1000
     var purgedInfosLimit = 1000
     var local: [String: LocalDoc] = [:]
@@ -408,9 +410,32 @@ final class Database: @unchecked Sendable {
         purgedInfosLimit = value
     }
 
+    /// Compaction, as CouchDB's: the bodies and attachments of revisions that are not leaves are
+    /// dropped (their ids stay in the tree), so reading an old revision is then 404 `missing`.
+    func compact() throws(CouchError) {
+        if let log { try log.append([["op": "compact"]]) }
+        applyCompaction()
+    }
+
+    private func applyCompaction() {
+        for (id, entry) in docs {
+            var compacted = entry
+            let leaves = Set(entry.leaves.map(\.rev))
+            var changed = false
+            for (rev, node) in entry.nodes where !leaves.contains(rev) && (node.body != nil || !node.atts.isEmpty) {
+                compacted.nodes[rev]?.body = nil
+                compacted.nodes[rev]?.atts = []
+                changed = true
+            }
+            if changed { docs[id] = compacted }
+        }
+    }
+
     /// Replays one log record.
     func replay(_ record: JSON, blobs: inout [String: Data]) {
         switch record["op"]?.stringValue {
+        case "compact":
+            applyCompaction()
         case "blob":
             if let d = record["d"]?.stringValue, let b = record["b"]?.stringValue, let data = Data(base64Encoded: b) {
                 blobs[d] = data

@@ -331,6 +331,8 @@ extension CouchEngine {
         }
         let opts = DocRenderOptions(request)
         let rev = request.queryValue("rev")
+        // CouchDB parses the revision before it looks for the document.
+        if let rev, parseRev(rev) == nil { throw CouchError.badRequest("Invalid rev format") }
         let (entry, node): (DocEntry, RevNode) = try db.withLock { () throws(CouchError) -> (DocEntry, RevNode) in
             guard let entry = db.docs[id], let winner = entry.winner else { throw CouchError.notFound("missing") }
             if let rev {

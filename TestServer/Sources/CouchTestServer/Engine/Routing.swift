@@ -283,7 +283,7 @@ extension CouchEngine {
                 ("doc_del_count", .int(Int64(db.delCount))),
                 ("doc_count", .int(Int64(db.docCount))),
                 ("disk_format_version", 8),
-                ("compact_running", false),
+                ("compact_running", .bool(db.compactionRunning)),
                 ("cluster", ["q": .int(Int64(db.q)), "n": .int(Int64(db.n)), "w": 1, "r": 1]),
             ])
         }
