@@ -136,3 +136,17 @@ import Testing
         #expect(history.count == 2)  // the ids stay
     }
 }
+
+@Suite struct SystemDatabaseTests {
+    @Test func usersHasItsAuthDesignDocument() throws {
+        let engine = try CouchEngine(options: testOptions())
+        let ddoc = engine.send("GET", "/_users/_design/_auth").json
+        #expect(ddoc["language"] == "javascript")
+        #expect(
+            ddoc["validate_doc_update"]?.stringValue?.hasPrefix("function(newDoc, oldDoc, userCtx, secObj)") == true)
+        // Recreated with the database, as CouchDB's auth cache does.
+        engine.send("DELETE", "/_users")
+        engine.send("PUT", "/_users")
+        #expect(engine.send("GET", "/_users/_design/_auth").status == 200)
+    }
+}

@@ -86,6 +86,7 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
         for system in ["_users", "_replicator"] where database(named: system) == nil {
             _ = try? createDatabase(name: system, partitioned: false, q: 1, n: 1).get()
         }
+        ensureAuthDesignDocument()
         // Resume the jobs of replication documents kept in the data directory.
         if let replicator = database(named: "_replicator") {
             let ids = replicator.withLock { replicator.sortedIDs }
@@ -141,11 +142,59 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
         }
     }
 
+    /// The validation function of `_users/_design/_auth`, as CouchDB keeps one there. The engine
+    /// enforces the same rules natively (see Auth.swift); this is the document clients read.
+    static let authValidateFunction = """
+        function(newDoc, oldDoc, userCtx, secObj) {
+          var isAdmin = userCtx.roles.indexOf('_admin') !== -1;
+          if (newDoc._deleted === true) {
+            if (!isAdmin && oldDoc && oldDoc.name !== userCtx.name) {
+              throw({forbidden: 'Only admins may delete other user docs.'});
+            }
+            return;
+          }
+          if (newDoc.type !== 'user') { throw({forbidden: 'doc.type must be user'}); }
+          if (!newDoc.name) { throw({forbidden: 'doc.name is required'}); }
+          if (!newDoc.roles) { throw({forbidden: 'doc.roles must exist'}); }
+          if (!isArray(newDoc.roles)) { throw({forbidden: 'doc.roles must be an array'}); }
+          for (var i = 0; i < newDoc.roles.length; i++) {
+            if (typeof newDoc.roles[i] !== 'string') { throw({forbidden: 'doc.roles can only contain strings'}); }
+          }
+          if (newDoc._id !== 'org.couchdb.user:' + newDoc.name) {
+            throw({forbidden: 'Doc ID must be of the form org.couchdb.user:name'});
+          }
+          if (oldDoc && oldDoc.name !== newDoc.name) { throw({forbidden: 'Usernames can not be changed.'}); }
+          if (newDoc.name.charAt(0) === '_') { throw({forbidden: 'Username may not start with underscore.'}); }
+          if (newDoc.name.indexOf(':') !== -1) { throw({forbidden: 'Character `:` is not allowed in usernames.'}); }
+          if (!isAdmin) {
+            if (oldDoc && oldDoc.name !== userCtx.name) { throw({forbidden: 'You may only update your own user document.'}); }
+            var oldRoles = oldDoc ? oldDoc.roles : [];
+            if (JSON.stringify(oldRoles.slice().sort()) !== JSON.stringify(newDoc.roles.slice().sort())) {
+              throw({forbidden: 'Only _admin may edit roles'});
+            }
+          }
+        }
+        """
+
+    /// Creates `_users/_design/_auth` when `_users` exists without it, as CouchDB does.
+    func ensureAuthDesignDocument() {
+        guard let users = database(named: "_users") else { return }
+        users.withLock {
+            guard users.docs["_design/_auth"] == nil else { return }
+            let body: JSON = [
+                "language": "javascript", "validate_doc_update": .string(Self.authValidateFunction),
+            ]
+            _ = try? users.updateInteractive(
+                id: "_design/_auth", baseRev: nil, deleted: false, body: body, attachments: [])
+        }
+    }
+
     func createDatabase(name: String, partitioned: Bool, q: Int, n: Int) -> Result<Database, CouchError> {
         let result = createDatabaseLocked(name: name, partitioned: partitioned, q: q, n: n)
         if case .success(let db) = result {
             attachNotifier(db)
             node.noteUpdate(name, "created")
+            if name == "_users" { ensureAuthDesignDocument() }
         }
         return result
     }
