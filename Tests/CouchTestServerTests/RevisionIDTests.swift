@@ -150,3 +150,15 @@ import Testing
         #expect(engine.send("GET", "/_users/_design/_auth").status == 200)
     }
 }
+
+@Suite struct DesignInfoTests {
+    @Test func designInfoHasCollatorVersions() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        engine.send("PUT", "/db/_design/d", json: ["views": ["v": ["map": "function(doc) { emit(doc._id, 1); }"]]])
+        let index = engine.send("GET", "/db/_design/d/_info").json["view_index"]
+        #expect(index?["collator_versions"]?.arrayValue?.isEmpty == false)
+        #expect(index?["update_options"] == [])
+        #expect(index?["language"] == "javascript")
+    }
+}

@@ -162,6 +162,8 @@ extension CouchEngine {
                             ("sizes", ["file": 0, "external": 0, "active": 0]),
                             ("signature", .string(Crypto.hex(Crypto.md5(Data(ddocID.utf8))))),
                             ("language", .string(language)), ("compact_running", false),
+                            // The ICU collator version the index was built with (CouchDB 3.5 on ICU 72).
+                            ("update_options", []), ("collator_versions", ["153.120"]),
                         ])
                     ),
                 ]))
