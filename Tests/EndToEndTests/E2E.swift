@@ -28,7 +28,12 @@ final class E2EEnvironment: Sendable {
                 password: environment["COUCHDB_PASSWORD"] ?? "password")
             self.testServer = nil
         } else {
-            let server = try TestServer.start()
+            // `SWIFTCOUCH_TESTSERVER_NODES=3` (and `SWIFTCOUCH_TESTSERVER_REPLICA_LAG=0.2`) run the suite
+            // against the TestServer's cluster mode, as users of Cloudant or a clustered CouchDB meet it.
+            var configuration = TestServer.Configuration()
+            configuration.nodes = Int(environment["SWIFTCOUCH_TESTSERVER_NODES"] ?? "") ?? 1
+            configuration.replicaLag = Double(environment["SWIFTCOUCH_TESTSERVER_REPLICA_LAG"] ?? "") ?? 0
+            let server = try TestServer.start(configuration)
             self.url = server.url
             self.credentials = Credentials(username: server.adminName, password: server.adminPassword)
             self.testServer = server

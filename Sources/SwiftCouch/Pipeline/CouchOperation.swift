@@ -135,7 +135,12 @@ extension JSONOperation {
     /// Throws the CouchDB error of a non-2xx status, otherwise decodes `Response`.
     public func processResponse(data: Data, httpInfo: HTTPInfo) throws -> Response {
         try throwIfError(data: data, httpInfo: httpInfo)
-        return try decodeResponse(data, httpInfo: httpInfo)
+        let value = try decodeResponse(data, httpInfo: httpInfo)
+        if var recording = value as? any HTTPStatusRecording {
+            recording.record(status: httpInfo.statusCode)
+            if let recorded = recording as? Response { return recorded }
+        }
+        return value
     }
 
     /// Decodes `data` as `Response`, turning a failure into a ``CouchError`` of kind `.decoding`

@@ -29,6 +29,11 @@ public enum CouchValidation {
     /// `_local/` id with a non-empty name.
     /// Ids (or `_design/`/`_local/` names) that are `.` or `..` are refused: as a path segment they
     /// would be resolved by URL normalisation and proxies into another resource.
+    /// Checks a quorum (`w`, `r`): nil, or at least 1.
+    public static func validateQuorum(_ value: Int?, name: String) throws(CouchError) {
+        if let value, value < 1 { throw CouchError.validation("\(name) must be at least 1, not \(value).") }
+    }
+
     public static func validateDocumentID(_ id: String) throws(CouchError) {
         guard !id.isEmpty else { throw CouchError.validation("Document id must not be empty.") }
         try validatePathSegment(id, what: "Document id")

@@ -89,6 +89,21 @@ public final class TestServer: @unchecked Sendable {
             set { engineOptions.iamAPIKeys = newValue }
         }
 
+        /// How many CouchDB nodes the server behaves as: more than one gives a cluster seen through
+        /// one node (`_membership`, `n` copies of each shard, write quorums, 202 Accepted when nodes
+        /// are down, lagging replicas on demand). Defaults to 1.
+        public var nodes: Int {
+            get { engineOptions.nodes }
+            set { engineOptions.nodes = newValue }
+        }
+
+        /// On a cluster, how many seconds `_all_docs`, views, `_changes`, `_dbs_info`, `_local_docs`,
+        /// `_security` and `r=1` document reads may lag behind writes. Defaults to 0.
+        public var replicaLag: Double {
+            get { engineOptions.replicaLag }
+            set { engineOptions.replicaLag = newValue }
+        }
+
         /// Lifetime in seconds of the IAM bearer tokens (`expires_in`). Defaults to 3600.
         public var iamTokenLifetime: Int {
             get { engineOptions.iamTokenLifetime }
@@ -194,6 +209,16 @@ public final class TestServer: @unchecked Sendable {
     public func makeJWT(subject: String, roles: [String] = [], expiresIn: Int = 3600, secret: String? = nil) -> String {
         engine.makeJWT(subject: subject, roles: roles, expiresIn: expiresIn, secret: secret)
     }
+
+    /// The names of the server's nodes, as `_membership` lists them.
+    public var nodeNames: [String] { engine.cluster.nodeNames }
+
+    /// Marks nodes down (names from ``nodeNames``; an empty set brings all up): a write whose
+    /// shard has fewer than `w` copies up is answered 202 Accepted, with none up it fails.
+    public func markNodesDown(_ names: Set<String>) { engine.markNodesDown(names) }
+
+    /// Makes secondary reads lag behind writes by up to `seconds` (0: none). See ``Configuration/replicaLag``.
+    public func setReplicaLag(_ seconds: Double) { engine.setReplicaLag(seconds) }
 
     /// Makes every `AuthSession` cookie and IAM bearer token issued so far invalid, as if its lifetime had run out.
     public func expireAllSessions() {

@@ -22,6 +22,8 @@ let usage = """
       --admin NAME:PASSWORD Server admin (default admin:password)
       --data-dir DIR        Keep data in DIR so that it survives a restart (default: in memory)
       --session-timeout S   Lifetime of AuthSession cookies in seconds (default 600)
+      --nodes N             Behave as a cluster of N nodes seen through one (default 1)
+      --replica-lag S       On a cluster, secondary reads may lag writes by up to S seconds
       --idle-timeout S      Close kept-alive connections idle for S seconds, without notice
       --seed N              Seed for faults that hit a fraction of requests (default 0)
       --fault SPEC          Add a fault rule; may be repeated. SPEC is KIND[,OPTION=VALUE...]
@@ -79,6 +81,14 @@ func parseArguments(_ commandLine: [String]) -> (TestServer.Configuration, [Faul
             let text = value(for: option)
             guard let seconds = Int(text), seconds > 0 else { fail("invalid session timeout '\(text)'") }
             configuration.sessionTimeout = seconds
+        case "--nodes":
+            let text = value(for: option)
+            guard let nodes = Int(text), nodes >= 1, nodes <= 64 else { fail("invalid node count '\(text)'") }
+            configuration.nodes = nodes
+        case "--replica-lag":
+            let text = value(for: option)
+            guard let seconds = Double(text), seconds >= 0 else { fail("invalid replica lag '\(text)'") }
+            configuration.replicaLag = seconds
         case "--idle-timeout":
             let text = value(for: option)
             guard let seconds = Double(text), seconds > 0 else { fail("invalid idle timeout '\(text)'") }

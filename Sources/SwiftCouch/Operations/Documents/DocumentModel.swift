@@ -150,6 +150,10 @@ public struct DocumentReadOptions: Sendable, Hashable {
     /// Shorthand for `conflicts`, `deleted_conflicts` and `revs_info` together (`meta`).
     /// Defaults to false.
     public var meta: Bool
+    /// How many copies of the document must answer (`r`) on a cluster: more is slower, fewer may
+    /// read a copy that has not seen the latest write yet (`r=1`). Nil (the default) leaves it to
+    /// the server (a quorum, on CouchDB).
+    public var readQuorum: Int?
 
     public init(
         revisions: Bool = false, revisionsInfo: Bool = false, conflicts: Bool = false, deletedConflicts: Bool = false,
@@ -169,6 +173,9 @@ public struct DocumentReadOptions: Sendable, Hashable {
     }
 
     func validate() throws(CouchError) {
+        if let readQuorum, readQuorum < 1 {
+            throw CouchError.validation("readQuorum (r) must be at least 1, not \(readQuorum).")
+        }
         if let attachmentsSince {
             guard !attachmentsSince.isEmpty else {
                 throw CouchError.validation("attachmentsSince must list at least one revision (or be nil).")
@@ -189,6 +196,7 @@ public struct DocumentReadOptions: Sendable, Hashable {
         query.flag("latest", latest)
         query.flag("local_seq", localSequence)
         query.flag("meta", meta)
+        query.add("r", readQuorum.map(String.init))
         return query
     }
 }

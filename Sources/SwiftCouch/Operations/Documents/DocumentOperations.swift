@@ -1,18 +1,37 @@
 import Foundation
 
 /// The body of a document write: `{"ok":true,"id":"…","rev":"…"}`.
-public struct DocumentWriteResponse: Codable, Sendable, Equatable {
+public struct DocumentWriteResponse: Codable, Sendable, Equatable, HTTPStatusRecording {
     public var ok: Bool?
     /// The document id.
     public var id: String
     /// The new revision (absent for `batch=ok` writes, which answer 202 before writing).
     public var rev: String?
+    /// True when the server answered `202 Accepted` instead of `201 Created`/`200 OK`: the write
+    /// was accepted but is **not yet durable**. On a cluster, fewer than `w` copies of the shard
+    /// confirmed it (nodes down or slow), so it may still be lost if those copies fail, and
+    /// reads may not see it yet; with `batch=ok`, it was not written yet at all. Read it back
+    /// (or wait on `_changes`) before relying on it.
+    public var isAccepted: Bool = false
 
-    public init(ok: Bool?, id: String, rev: String?) {
+    enum CodingKeys: String, CodingKey { case ok, id, rev }
+
+    public init(ok: Bool?, id: String, rev: String?, isAccepted: Bool = false) {
         self.ok = ok
         self.id = id
         self.rev = rev
+        self.isAccepted = isAccepted
     }
+
+    public mutating func record(status: Int) { isAccepted = status == 202 }
+}
+
+/// A response value that keeps something of the HTTP status it arrived with (for example
+/// ``DocumentWriteResponse/isAccepted`` for a `202 Accepted`). ``JSONOperation``'s default
+/// `processResponse` calls it after decoding.
+public protocol HTTPStatusRecording {
+    /// Called with the response's status code once the body is decoded.
+    mutating func record(status: Int)
 }
 
 extension RevisionPlacement {
@@ -62,6 +81,10 @@ public struct PutDocumentOperation<Document: Encodable & Sendable>: JSONOperatio
     public var revision: String?
     /// Ask the server to write later and answer 202 at once (`batch=ok`). Defaults to false.
     public var batch: Bool
+    /// How many copies must confirm the write (`w`) on a cluster before it is answered 201;
+    /// with fewer the answer is 202 (``DocumentWriteResponse/isAccepted``). Nil (the default)
+    /// leaves it to the server (a quorum, on CouchDB).
+    public var writeQuorum: Int?
     /// Where `revision` is sent. Defaults to `.query` (`?rev=`).
     public var revisionPlacement: RevisionPlacement
 
@@ -83,6 +106,7 @@ public struct PutDocumentOperation<Document: Encodable & Sendable>: JSONOperatio
         try CouchValidation.validateDatabaseName(database)
         try CouchValidation.validateDocumentID(id)
         if let revision { try CouchValidation.validateRevision(revision) }
+        try CouchValidation.validateQuorum(writeQuorum, name: "writeQuorum (w)")
     }
 
     public mutating func serialise() throws {
@@ -97,6 +121,7 @@ public struct PutDocumentOperation<Document: Encodable & Sendable>: JSONOperatio
     public var parameters: [URLQueryItem] {
         var items = revisionPlacement.queryItems(revision)
         if batch { items.append(URLQueryItem(name: "batch", value: "ok")) }
+        if let writeQuorum { items.append(URLQueryItem(name: "w", value: String(writeQuorum))) }
         return items
     }
 }
@@ -147,6 +172,12 @@ public struct GetDocumentOperation<Document: Decodable & Sendable>: JSONOperatio
         set { options.revisions = newValue }
     }
 
+    /// How many copies must answer (`r`). (Same as `options.readQuorum`.)
+    public var readQuorum: Int? {
+        get { options.readQuorum }
+        set { options.readQuorum = newValue }
+    }
+
     public func validate() throws(CouchError) {
         try CouchValidation.validateDatabaseName(database)
         try CouchValidation.validateDocumentID(id)
@@ -181,6 +212,10 @@ public struct DeleteDocumentOperation: JSONOperation {
     public var revision: String
     /// Ask the server to write later and answer 202 at once (`batch=ok`). Defaults to false.
     public var batch: Bool
+    /// How many copies must confirm the write (`w`) on a cluster before it is answered 201;
+    /// with fewer the answer is 202 (``DocumentWriteResponse/isAccepted``). Nil (the default)
+    /// leaves it to the server (a quorum, on CouchDB).
+    public var writeQuorum: Int?
     /// Where `revision` is sent. Defaults to `.query` (`?rev=`).
     public var revisionPlacement: RevisionPlacement
 
@@ -199,6 +234,7 @@ public struct DeleteDocumentOperation: JSONOperation {
         try CouchValidation.validateDatabaseName(database)
         try CouchValidation.validateDocumentID(id)
         try CouchValidation.validateRevision(revision)
+        try CouchValidation.validateQuorum(writeQuorum, name: "writeQuorum (w)")
     }
 
     public var endpoint: CouchPath { .document(database, id) }
@@ -208,6 +244,7 @@ public struct DeleteDocumentOperation: JSONOperation {
     public var parameters: [URLQueryItem] {
         var items = revisionPlacement.queryItems(revision)
         if batch { items.append(URLQueryItem(name: "batch", value: "ok")) }
+        if let writeQuorum { items.append(URLQueryItem(name: "w", value: String(writeQuorum))) }
         return items
     }
 }

@@ -15,6 +15,10 @@ public struct CreateDocumentOperation<Document: Encodable & Sendable>: JSONOpera
     public var document: Document
     /// Ask the server to write later and answer 202 at once (`batch=ok`). Defaults to false.
     public var batch: Bool
+    /// How many copies must confirm the write (`w`) on a cluster before it is answered 201;
+    /// with fewer the answer is 202 (``DocumentWriteResponse/isAccepted``). Nil (the default)
+    /// leaves it to the server (a quorum, on CouchDB).
+    public var writeQuorum: Int?
 
     private var body: Data?
 
@@ -24,7 +28,10 @@ public struct CreateDocumentOperation<Document: Encodable & Sendable>: JSONOpera
         self.batch = batch
     }
 
-    public func validate() throws(CouchError) { try CouchValidation.validateDatabaseName(database) }
+    public func validate() throws(CouchError) {
+        try CouchValidation.validateDatabaseName(database)
+        try CouchValidation.validateQuorum(writeQuorum, name: "writeQuorum (w)")
+    }
 
     public mutating func serialise() throws { body = try DocumentBody.encode(document) }
 
@@ -34,7 +41,8 @@ public struct CreateDocumentOperation<Document: Encodable & Sendable>: JSONOpera
     public var isIdempotent: Bool? { false }
 
     public var parameters: [URLQueryItem] {
-        batch ? [URLQueryItem(name: "batch", value: "ok")] : []
+        (batch ? [URLQueryItem(name: "batch", value: "ok")] : [])
+            + (writeQuorum.map { [URLQueryItem(name: "w", value: String($0))] } ?? [])
     }
 }
 

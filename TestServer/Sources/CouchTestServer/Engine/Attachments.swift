@@ -98,6 +98,7 @@ extension CouchEngine {
         let contentType = request.headers["Content-Type"] ?? "application/octet-stream"
         let body = request.body
         try prepareWriteAccess(docID, db, ctx.user)
+        try requireWritableCopies(db, ids: [docID])
         let newRev = try db.withLock { () throws(CouchError) -> String in
             let entry = db.docs[docID]
             var baseBody: JSON = [:]
@@ -128,12 +129,13 @@ extension CouchEngine {
                 id: docID, baseRev: rev, deleted: false, body: baseBody, attachments: inputs)
         }
         let result = writeResult(id: docID, rev: newRev)
-        if delete { return Reply.json(200, result) }
+        let durable = try writeStatus(ctx, db, ids: [docID]) == 201
+        if delete { return Reply.json(durable ? 200 : 202, result) }
         let location =
             documentLocation(request, db, docID) + "/"
             + name.split(separator: "/", omittingEmptySubsequences: false).map { encodePathSegment(String($0)) }.joined(
                 separator: "/")
-        return Reply.json(201, result, headers: [("Location", location)])
+        return Reply.json(durable ? 201 : 202, result, headers: [("Location", location)])
     }
 
     /// Design documents (and their attachments) need a database admin.

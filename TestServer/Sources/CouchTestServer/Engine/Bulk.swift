@@ -57,6 +57,7 @@ extension CouchEngine {
                     continue
                 }
                 try prepareWrite(&doc, id: id, db: db, user: ctx.user)
+                try requireWritableCopies(db, ids: [id])
                 if newEdits {
                     let rev = try db.withLock { () throws(CouchError) -> String in
                         try db.updateInteractive(
@@ -77,7 +78,9 @@ extension CouchEngine {
                     .object([("id", .string(id)), ("error", .string(error.error)), ("reason", .string(error.reason))]))
             }
         }
-        return Reply.json(201, .array(results))
+        // 202 Accepted when some write reached fewer than `w` copies (a cluster with nodes down).
+        let written = parsed.map(\.0).filter { !$0.hasPrefix("_local/") }
+        return Reply.json(try writeStatus(ctx, db, ids: written), .array(results))
     }
 
     // MARK: - _bulk_get

@@ -39,6 +39,12 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
         /// by default; turn it on to test a client's handling of compressed responses.
         public var gzipJSONResponses: Bool = false
 
+        /// How many CouchDB nodes the server behaves as (see ``ClusterState``). Defaults to 1.
+        public var nodes: Int = 1
+        /// On a cluster, how many seconds secondary reads may lag behind writes (see
+        /// ``ClusterState``). Defaults to 0: every read sees every write.
+        public var replicaLag: Double = 0
+
         /// The defaults: admin `admin`/`password`, 600 s sessions, in memory, CouchDB's 600000 PBKDF2 iterations.
         public init() {}
     }
@@ -53,6 +59,7 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
     let adminSalt: String
     let uuids = UUIDGenerator()
     let node: NodeState
+    let cluster: ClusterState
     let scheduler = ReplicationScheduler()
     private let replicatorQueue = DispatchQueue(label: "CouchEngine.replicator")
     private let dataDirectory: DataDirectory?
@@ -63,6 +70,7 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
     /// Creates the engine; with `options.dataDirectory` set, loads every database kept there.
     public init(options: Options = Options()) throws {
         self.options = options
+        cluster = ClusterState(nodes: options.nodes, replicaLag: options.replicaLag)
         var secret = Crypto.randomBytes(32)
         var uuid = Crypto.hex(Crypto.randomBytes(16))
         if let root = options.dataDirectory {
@@ -246,6 +254,7 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
             db.cond.broadcast()
         }
         node.noteUpdate(name, "deleted")
+        cluster.forget(name)
         return true
     }
 

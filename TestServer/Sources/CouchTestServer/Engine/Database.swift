@@ -410,6 +410,25 @@ final class Database: @unchecked Sendable {
         purgedInfosLimit = value
     }
 
+    /// A copy of the database's state now, for a lagging replica (lock held). It is not logged,
+    /// and writes never reach it.
+    func snapshot() -> Database {
+        let copy = Database(
+            name: name, instanceStartTime: instanceStartTime, partitioned: partitioned, q: q, n: n, security: security)
+        copy.docs = docs
+        copy.local = local
+        copy.seqLog = seqLog
+        copy.shardLogs = shardLogs
+        copy.updateSeq = updateSeq
+        copy.purgeSeq = purgeSeq
+        copy.docCount = docCount
+        copy.delCount = delCount
+        copy.revsLimit = revsLimit
+        copy.purgedInfosLimit = purgedInfosLimit
+        copy.externalSize = externalSize
+        return copy
+    }
+
     /// Compaction, as CouchDB's: the bodies and attachments of revisions that are not leaves are
     /// dropped (their ids stay in the tree), so reading an old revision is then 404 `missing`.
     func compact() throws(CouchError) {

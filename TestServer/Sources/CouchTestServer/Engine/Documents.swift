@@ -463,6 +463,7 @@ extension CouchEngine {
                 201, writeResult(id: id, rev: revs[0]),
                 headers: [("ETag", "\"\(revs[0])\""), ("Location", documentLocation(request, db, id))])
         }
+        try requireWritableCopies(db, ids: [id])
         let newRev = try db.withLock { () throws(CouchError) -> String in
             try db.updateInteractive(
                 id: id, baseRev: rev, deleted: doc.deleted, body: doc.body, attachments: doc.attachments)
@@ -470,8 +471,10 @@ extension CouchEngine {
         if request.queryValue("batch") == "ok" {
             return Reply.json(202, .object([("ok", true), ("id", .string(id))]))
         }
+        // 202 Accepted when fewer than `w` copies took the write (a cluster with nodes down).
+        let durable = try writeStatus(ctx, db, ids: [id]) == 201
         return Reply.json(
-            doc.deleted ? 200 : 201, writeResult(id: id, rev: newRev),
+            !durable ? 202 : doc.deleted ? 200 : 201, writeResult(id: id, rev: newRev),
             headers: [("ETag", "\"\(newRev)\""), ("Location", documentLocation(request, db, id))])
     }
 
@@ -488,6 +491,7 @@ extension CouchEngine {
         }
         try validateDocID(id, db)
         try prepareWrite(&doc, id: id, db: db, user: ctx.user)
+        try requireWritableCopies(db, ids: [id])
         let newRev = try db.withLock { () throws(CouchError) -> String in
             try db.updateInteractive(
                 id: id, baseRev: doc.rev, deleted: doc.deleted, body: doc.body,
@@ -497,7 +501,8 @@ extension CouchEngine {
             return Reply.json(202, .object([("ok", true), ("id", .string(id))]))
         }
         return Reply.json(
-            201, writeResult(id: id, rev: newRev), headers: [("Location", documentLocation(request, db, id))])
+            try writeStatus(ctx, db, ids: [id]), writeResult(id: id, rev: newRev),
+            headers: [("Location", documentLocation(request, db, id))])
     }
 
     private func deleteDocument(_ ctx: RequestContext, _ db: Database, id: String) throws(CouchError) -> ServerResponse
@@ -507,12 +512,14 @@ extension CouchEngine {
         var doc = ParsedDoc()
         doc.deleted = true
         try prepareWrite(&doc, id: id, db: db, user: ctx.user)
+        try requireWritableCopies(db, ids: [id])
         let newRev = try db.withLock { () throws(CouchError) -> String in
             guard let entry = db.docs[id], let winner = entry.winner else { throw CouchError.notFound("missing") }
             if rev == nil, winner.deleted { throw CouchError.notFound("deleted") }
             return try db.updateInteractive(id: id, baseRev: rev, deleted: true, body: [:], attachments: [])
         }
-        return Reply.json(200, writeResult(id: id, rev: newRev), headers: [("ETag", "\"\(newRev)\"")])
+        let status = try writeStatus(ctx, db, ids: [id]) == 201 ? 200 : 202
+        return Reply.json(status, writeResult(id: id, rev: newRev), headers: [("ETag", "\"\(newRev)\"")])
     }
 
     private func copyDocument(_ ctx: RequestContext, _ db: Database, id: String) throws(CouchError) -> ServerResponse {
@@ -545,13 +552,14 @@ extension CouchEngine {
         var doc = ParsedDoc()
         doc.body = body
         try prepareWrite(&doc, id: destID, db: db, user: ctx.user)
+        try requireWritableCopies(db, ids: [destID])
         let newRev = try db.withLock { () throws(CouchError) -> String in
             try db.updateInteractive(
                 id: destID, baseRev: destRev, deleted: false, body: doc.body,
                 attachments: atts.map { .data(name: $0.name, contentType: $0.contentType, data: $0.data) })
         }
         return Reply.json(
-            201, writeResult(id: destID, rev: newRev),
+            try writeStatus(ctx, db, ids: [destID]), writeResult(id: destID, rev: newRev),
             headers: [("ETag", "\"\(newRev)\""), ("Location", documentLocation(request, db, destID))])
     }
 

@@ -86,10 +86,9 @@ extension CouchEngine {
     func nodeEndpoint(_ ctx: RequestContext) throws(CouchError) -> ServerResponse {
         let segments = ctx.segments
         guard segments.count >= 2 else { throw CouchError.notFound("missing") }
-        guard segments[1] == "_local" || segments[1] == "couchdb@127.0.0.1" || segments[1] == "nonode@nohost" else {
-            throw CouchError(404, "not_found", "unknown_node")
-        }
-        if segments.count == 2 { return Reply.json(200, ["name": "couchdb@127.0.0.1"]) }
+        let name = segments[1] == "_local" || segments[1] == "nonode@nohost" ? cluster.nodeNames[0] : segments[1]
+        guard cluster.nodeNames.contains(name) else { throw CouchError(404, "not_found", "unknown_node") }
+        if segments.count == 2 { return Reply.json(200, ["name": .string(name)]) }
         switch segments[2] {
         case "_config":
             return try configEndpoint(ctx, Array(segments.dropFirst(3)))

@@ -142,7 +142,8 @@ extension CouchEngine {
             guard rest.count == 2 || (rest.count == 3 && rest[2] == "queries") else {
                 throw CouchError.notFound("missing")
             }
-            return try viewQuery(ctx, db, ddocID: ddocID, view: rest[1], partition: partition)
+            // Served from one copy of each shard: on a lagging cluster, maybe an old one.
+            return try viewQuery(ctx, secondary(db), ddocID: ddocID, view: rest[1], partition: partition)
         case "_info":
             let language = db.withLock { () -> String? in
                 guard let entry = db.docs[ddocID], entry.isDeleted == false else { return nil }

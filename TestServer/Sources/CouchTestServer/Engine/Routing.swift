@@ -73,7 +73,8 @@ extension CouchEngine {
         case "_membership":
             try requireServerAdmin(ctx.user)
             try requireMethods(ctx, "GET,HEAD")
-            return Reply.json(200, ["all_nodes": ["couchdb@127.0.0.1"], "cluster_nodes": ["couchdb@127.0.0.1"]])
+            let nodes = JSON.array(cluster.nodeNames.map(JSON.string))
+            return Reply.json(200, ["all_nodes": nodes, "cluster_nodes": nodes])
         case "_scheduler":
             try requireServerAdmin(ctx.user)
             try requireMethods(ctx, "GET,HEAD")
@@ -126,7 +127,7 @@ extension CouchEngine {
             let names = try selectDatabaseNames(request)
             let rows: [JSON] = names.compactMap { name in
                 guard let db = database(named: name) else { return nil }
-                return .object([("key", .string(name)), ("info", databaseInfo(db))])
+                return .object([("key", .string(name)), ("info", databaseInfo(secondary(db)))])
             }
             let body = JSON.array(rows)
             return Reply.json(200, body, headers: [("ETag", "\"\(Crypto.opaqueToken(names.description))\"")])
@@ -136,7 +137,7 @@ extension CouchEngine {
             guard let keys = body["keys"]?.arrayValue else { throw CouchError.badRequest("`keys` member must exist.") }
             let rows: [JSON] = keys.map { key in
                 if let name = key.stringValue, let db = database(named: name) {
-                    return .object([("key", key), ("info", databaseInfo(db))])
+                    return .object([("key", key), ("info", databaseInfo(secondary(db)))])
                 }
                 return .object([("key", key), ("error", "not_found")])
             }
@@ -182,19 +183,22 @@ extension CouchEngine {
         let db = try openDatabase(dbName, ctx)
         let second = segments[1]
         switch second {
-        case "_all_docs": return try allDocs(ctx, db, rest: Array(segments.dropFirst(2)))
-        case "_design_docs": return try designDocs(ctx, db, rest: Array(segments.dropFirst(2)))
-        case "_local_docs": return try localDocs(ctx, db, rest: Array(segments.dropFirst(2)))
+        // Reads CouchDB serves from one copy of each shard: on a lagging cluster, maybe an old one.
+        case "_all_docs": return try allDocs(ctx, secondary(db), rest: Array(segments.dropFirst(2)))
+        case "_design_docs": return try designDocs(ctx, secondary(db), rest: Array(segments.dropFirst(2)))
+        case "_local_docs": return try localDocs(ctx, secondary(db), rest: Array(segments.dropFirst(2)))
         case "_bulk_docs": return try bulkDocs(ctx, db)
         case "_bulk_get": return try bulkGet(ctx, db)
-        case "_changes": return try changes(ctx, db)
+        case "_changes":
+            let normalFeed = (ctx.request.queryValue("feed") ?? "normal") == "normal"
+            return try changes(ctx, normalFeed ? secondary(db) : db)
         case "_revs_diff": return try revsDiff(ctx, db)
         case "_missing_revs": return try missingRevs(ctx, db)
         case "_purge": return try purge(ctx, db)
         case "_purged_infos_limit": return try purgedInfosLimit(ctx, db)
         case "_purged_infos": return try purgedInfos(ctx, db)
         case "_revs_limit": return try revsLimit(ctx, db)
-        case "_security": return try security(ctx, db)
+        case "_security": return try security(ctx, ctx.method == "GET" ? secondary(db) : db)
         case "_compact": return try compact(ctx, db)
         case "_view_cleanup": return try viewCleanup(ctx, db)
         case "_ensure_full_commit": return try ensureFullCommit(ctx, db)
@@ -214,7 +218,11 @@ extension CouchEngine {
             return try localDocumentEndpoint(ctx, db, id: id)
         default:
             if second.hasPrefix("_local/") { return try localDocumentEndpoint(ctx, db, id: second) }
-            if segments.count == 2 { return try documentEndpoint(ctx, db, id: second) }
+            if segments.count == 2 {
+                // `r=1` reads one copy, which may not have the latest write yet.
+                let oneCopy = ctx.method == "GET" && ctx.request.queryValue("r") == "1"
+                return try documentEndpoint(ctx, oneCopy ? secondary(db) : db, id: second)
+            }
             return try attachmentEndpoint(ctx, db, docID: second, name: segments.dropFirst(2).joined(separator: "/"))
         }
     }
@@ -233,7 +241,8 @@ extension CouchEngine {
         // `?q=`, else the node's `[cluster] q` (set through _config), else CouchDB 3's default of 2.
         let configuredQ = node.withLock { node.config["cluster"]?["q"] }.flatMap { Int($0) }
         let q = Int(request.queryValue("q") ?? "") ?? configuredQ ?? 2
-        let n = Int(request.queryValue("n") ?? "") ?? 1
+        // `?n=` (at most one copy per node), else 3 on a cluster (CouchDB's default), 1 alone.
+        let n = min(Int(request.queryValue("n") ?? "") ?? cluster.defaultCopies, cluster.nodeNames.count)
         guard q > 0 else { throw CouchError.badRequest("`q` must be a positive integer") }
         switch createDatabase(name: name, partitioned: partitioned, q: q, n: n) {
         case .success:
@@ -284,7 +293,13 @@ extension CouchEngine {
                 ("doc_count", .int(Int64(db.docCount))),
                 ("disk_format_version", 8),
                 ("compact_running", .bool(db.compactionRunning)),
-                ("cluster", ["q": .int(Int64(db.q)), "n": .int(Int64(db.n)), "w": 1, "r": 1]),
+                (
+                    "cluster",
+                    [
+                        "q": .int(Int64(db.q)), "n": .int(Int64(db.n)), "w": .int(Int64(Self.quorum(db.n))),
+                        "r": .int(Int64(Self.quorum(db.n))),
+                    ]
+                ),
             ])
         }
     }
@@ -367,10 +382,11 @@ extension CouchEngine {
             let end = index == q - 1 ? UInt64(0xFFFF_FFFF) : start + width - 1
             return String(format: "%08x-%08x", start, end)
         }
-        let node: JSON = "couchdb@127.0.0.1"
+        func nodes(_ shard: Int) -> JSON { .array(cluster.nodes(ofShard: shard, copies: db.n).map(JSON.string)) }
         if let id = rest.first {
-            return Reply.json(200, ["range": .string(range(db.shard(of: id))), "nodes": [node]])
+            let shard = db.withLock { db.shard(of: id) }
+            return Reply.json(200, ["range": .string(range(shard)), "nodes": nodes(shard)])
         }
-        return Reply.json(200, ["shards": .object((0..<q).map { (range($0), [node]) })])
+        return Reply.json(200, ["shards": .object((0..<q).map { (range($0), nodes($0)) })])
     }
 }
