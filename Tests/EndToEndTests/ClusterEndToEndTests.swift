@@ -84,7 +84,9 @@ struct ClusterEndToEndTests {
     /// quorum (a document GET's default), never assume read-your-writes on `_all_docs`.
     @Test("Replica lag: _all_docs, _changes and r=1 reads may miss a fresh write, then converge; a quorum read sees it")
     func replicaLag() async throws {
-        try await withPrivateTestServer(for: "replica lag", configuration: Self.clusterConfiguration(replicaLag: 0.5)) {
+        try await withPrivateTestServer(
+            for: "replica lag", configuration: Self.clusterConfiguration(replicaLag: 10_000)
+        ) {
             server, client in
             let db = E2EEnvironment.uniqueDatabaseName("lag")
             _ = try await client.execute(CreateDatabaseOperation(name: db))
@@ -97,8 +99,9 @@ struct ClusterEndToEndTests {
             #expect(await statusOf { try await client.execute(oneCopy) } == 404)
             // A quorum read (the default for a document) sees it at once.
             #expect(try await client.value(GetDocumentOperation<Note>(database: db, id: "fresh")).n == 1)
-            // Converges.
-            let converged = try await eventually(seconds: 10) {
+            // Converges: once the copy catches up (here, at most 0.2 s from now on).
+            server.setReplicaLag(0.2)
+            let converged = try await eventually(seconds: 30) {
                 try await client.value(AllDocsOperation<JSONValue>(database: db)).rows.count == 1
             }
             #expect(converged)

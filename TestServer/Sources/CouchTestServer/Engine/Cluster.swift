@@ -74,6 +74,8 @@ final class ClusterState: @unchecked Sendable {
         if let replica = replicas[db.name], replica.copy.instanceStartTime == db.instanceStartTime,
             now.timeIntervalSince(replica.syncedAt) < lag
         {
+            // Design documents are read with a quorum (CouchDB's ddoc cache): never stale.
+            db.withLock { replica.copy.withLock { replica.copy.takeDesignDocuments(from: db) } }
             return replica.copy
         }
         let copy = db.withLock { db.snapshot() }

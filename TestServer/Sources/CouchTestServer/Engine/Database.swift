@@ -429,6 +429,17 @@ final class Database: @unchecked Sendable {
         return copy
     }
 
+    /// Takes `other`'s design documents as they are now (both locks held): a lagging copy still
+    /// answers with the current design documents, which CouchDB reads with a quorum.
+    func takeDesignDocuments(from other: Database) {
+        for (id, entry) in other.docs where id.hasPrefix("_design/") {
+            if docs[id]?.seq != entry.seq {
+                if docs[id] == nil { sortedIDCache = nil }
+                docs[id] = entry
+            }
+        }
+    }
+
     /// Compaction, as CouchDB's: the bodies and attachments of revisions that are not leaves are
     /// dropped (their ids stay in the tree), so reading an old revision is then 404 `missing`.
     func compact() throws(CouchError) {

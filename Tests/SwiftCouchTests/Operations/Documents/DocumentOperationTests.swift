@@ -239,12 +239,13 @@ struct DocumentOperationTests {
             response: s33.simulated)
         #expect(requestLine(batch.request) == requestLine(s33))
         #expect(try batch.result.get().statusCode == 202)
-        #expect(batch.value == DocumentWriteResponse(ok: true, id: "batched", rev: nil))
+        #expect(batch.value == DocumentWriteResponse(ok: true, id: "batched", rev: nil, isAccepted: true))
 
         let batchDelete = Simulation.run(
             DeleteDocumentOperation(database: "db", id: "d", revision: "1-a", batch: true),
             response: .json(202, #"{"ok":true,"id":"d"}"#))
         #expect(requestLine(batchDelete.request) == "DELETE /db/d?rev=1-a&batch=ok")
+        #expect(batchDelete.value?.isAccepted == true)  // 202: not yet durable
     }
 
     @Test("CouchDB's 400s for bad bodies and ids come back as CouchError")
