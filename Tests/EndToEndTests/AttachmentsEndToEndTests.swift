@@ -245,6 +245,7 @@ struct AttachmentsEndToEndTests {
                     options: DocumentReadOptions(attachments: true)))
             #expect(bulk.documents.first?.attachments?["extra.bin"]?.data == Data([1, 2, 3]))
             #expect(bulk.documents.first?.attachments?["note.txt"]?.stub == true)
+            try await settle(client, db)  // `_all_docs` reads one copy of each shard
             let listed = try await client.value(
                 AllDocsOperation<CouchDocument<Holder>>(
                     database: db, options: KeyRangeOptions(includeDocs: true, attachments: true)))

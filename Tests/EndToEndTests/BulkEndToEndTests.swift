@@ -170,6 +170,7 @@ struct BulkEndToEndTests {
     func allDocsGet() async throws {
         try await withDatabase("bulk-alldocs") { client, db in
             let revs = try await writeLetters(client, db)
+            try await settle(client, db)  // `_all_docs` reads one copy of each shard
             typealias List = AllDocsOperation<Item>
 
             let all = try await client.value(List(database: db))
@@ -210,6 +211,7 @@ struct BulkEndToEndTests {
                 _ = try await client.value(
                     PutDocumentOperation(database: db, design: DesignDocument(name: name, language: "javascript")))
             }
+            try await settle(client, db)  // `_all_docs` reads one copy of each shard
             let keyed = try await client.value(
                 AllDocsOperation<Item>(
                     database: db, options: KeyRangeOptions(keys: ["e", "d", "zz", "a"], includeDocs: true)))
@@ -269,6 +271,7 @@ struct BulkEndToEndTests {
             await expectHTTPFailure("A document id without a partition", status: 400, error: "illegal_docid") {
                 _ = try await client.execute(PutDocumentOperation(database: db, id: "plain", document: Item(n: 9)))
             }
+            try await settle(client, db)  // `_all_docs` reads one copy of each shard
             let partition = try await client.value(
                 AllDocsOperation<Item>(
                     database: db, source: .partition("sensor-1"), options: KeyRangeOptions(includeDocs: true)))

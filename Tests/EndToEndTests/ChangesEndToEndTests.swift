@@ -37,7 +37,16 @@ private struct ChangesFixture {
                 database: db, documents: [["_id": "c", "_rev": .string(conflict), "type": "x", "n": 33] as JSONValue],
                 newEdits: false))
         #expect(written.allSatisfy { $0.error == nil })
-        return ChangesFixture(revA: a2, revB: b2, revC: c1, conflictC: conflict)
+        let fixture = ChangesFixture(revA: a2, revB: b2, revC: c1, conflictC: conflict)
+        // On a cluster `_changes` may come from a copy that has not seen these writes yet: wait
+        // until it has (CouchDB promises convergence, not read-your-writes).
+        _ = try await converged({
+            try await client.value(ChangesOperation<JSONValue>(database: db, style: .allDocs))
+        }) { feed in
+            let revs = Set(feed.results.flatMap { $0.changes.map(\.rev) })
+            return feed.results.count == 4 && revs.isSuperset(of: [a2, b2, c1, conflict])
+        }
+        return fixture
     }
 }
 

@@ -14,6 +14,10 @@ struct ChangesFollowerEndToEndTests {
             for id in ids {
                 try await client.execute(PutDocumentOperation(database: db, id: id, document: Note(text: id, n: 0)))
             }
+            // On a cluster `_changes` may lag the writes: wait until it has them all.
+            _ = try await converged({ try await client.value(ChangesOperation<JSONValue>(database: db)) }) {
+                $0.results.count == ids.count
+            }
             let follower = ChangesFollower<JSONValue>(
                 client: client, database: db, options: .init(mode: .finite, batchSize: 10))
             var seen: [String] = []
@@ -45,6 +49,7 @@ struct ChangesFollowerEndToEndTests {
             for id in ids {
                 try await client.execute(PutDocumentOperation(database: db, id: id, document: Note(text: id, n: 0)))
             }
+            try await settle(client, db)  // `_changes` reads one copy of each shard
             for stopAfter in [1, 4, 5, 11] {  // inside a batch, at its end (batches of 5), at the very end
                 let follower = ChangesFollower<JSONValue>(
                     client: client, database: db, options: .init(mode: .finite, batchSize: 5))

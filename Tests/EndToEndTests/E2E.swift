@@ -120,3 +120,41 @@ struct Note: Codable, Sendable, Equatable {
     var text: String
     var n: Int
 }
+
+/// Reads with `read` until `done` holds (at most `seconds`), and returns the last value: for reads
+/// CouchDB serves from one copy of each shard (`_all_docs`, views, `_changes`, `_security`,
+/// `_local_docs`, `_dbs_info`), which on a cluster may lag behind a write just acknowledged.
+/// CouchDB promises that they converge, not that they see the write at once.
+func converged<T>(
+    seconds: Double = 30, _ read: () async throws -> T, until done: (T) -> Bool
+) async throws -> T {
+    let deadline = Date().addingTimeInterval(seconds)
+    var value = try await read()
+    while !done(value), Date() < deadline {
+        try await Task.sleep(nanoseconds: 50_000_000)
+        value = try await read()
+    }
+    return value
+}
+
+/// Waits until reads served from one copy of each shard (`_changes`, `_all_docs`, views, ...)
+/// have caught up with every write made to `db` so far: on a cluster they may lag behind writes
+/// already acknowledged (CouchDB promises convergence, not read-your-writes). Compares the
+/// number CouchDB's sequences start with (the sum of the shards' own sequences) of `_changes`
+/// with that of the database's `update_seq`. Immediate on a single node.
+func settle(_ client: CouchDBClient, _ db: String, seconds: Double = 30) async throws {
+    func count(_ sequence: String) -> Int { Int(sequence.prefix { $0.isNumber }) ?? 0 }
+    let info = try await client.value(GetDatabaseInfoOperation(name: db))
+    let target: Int
+    switch info.updateSeq {
+    case .string(let text): target = count(text)
+    case .int(let number): target = Int(number)
+    default: target = 0
+    }
+    _ = try await converged(
+        seconds: seconds,
+        {
+            try await client.value(ChangesOperation<JSONValue>(database: db, since: .now)).lastSeq.queryValue
+        }
+    ) { count($0) >= target }
+}

@@ -170,6 +170,7 @@ struct ShutdownEndToEndTests {
         try await withDatabase("shutdown") { setup, db in
             _ = try await setup.value(
                 BulkDocsOperation(database: db, documents: (0..<500).map { Note(_id: "s\($0)", text: "", n: $0) }))
+            try await settle(setup, db)  // the row stream reads one copy of each shard
             let client = E2EEnvironment.shared.client()
             var continuousOptions = ChangesFollower<JSONValue>.Options(mode: .listen)
             continuousOptions.continuous = true

@@ -13,6 +13,7 @@ struct PagingEndToEndTests {
                 let documents = ids[chunk..<min(chunk + 250, ids.count)].map { Note(_id: $0, text: $0, n: 0) }
                 _ = try await client.value(BulkDocsOperation(database: db, documents: Array(documents)))
             }
+            try await settle(client, db)  // `_all_docs` reads one copy of each shard
             let query = AllDocsOperation<JSONValue>(database: db)
             var forward: [String] = []
             var pageCount = 0

@@ -14,6 +14,12 @@ struct RowStreamEndToEndTests {
             _ = try await writer.finish()
             var options = KeyRangeOptions()
             options.includeDocs = true
+            // On a cluster `_all_docs` reads one copy of each shard, which converges on the writes.
+            _ = try await converged({
+                try await client.value(AllDocsOperation<JSONValue>(database: db, options: KeyRangeOptions(limit: 0)))
+            }) {
+                $0.totalRows == 3_000
+            }
             let stream = client.rows(AllDocsOperation<Note>(database: db, options: options), bufferSize: 16)
             var count = 0
             for try await row in stream {
@@ -32,6 +38,7 @@ struct RowStreamEndToEndTests {
         try await withDatabase("rows-exit") { client, db in
             _ = try await client.value(
                 BulkDocsOperation(database: db, documents: (0..<500).map { Note(_id: "e\($0)", text: "", n: $0) }))
+            try await settle(client, db)  // `_all_docs` reads one copy of each shard
             var taken = 0
             for try await _ in client.rows(AllDocsOperation<JSONValue>(database: db), bufferSize: 4) {
                 taken += 1
@@ -80,6 +87,7 @@ struct RowStreamEndToEndTests {
             let query = FindOperation<Note>(database: db, selector: .field("n").greaterThanOrEqual(30))
             for try await note in client.rows(query) { found.append(note.n) }
             #expect(found.sorted() == Array(30..<40))
+            try await settle(client, db)  // `_changes` reads one copy of each shard
             var changed = 0
             for try await change in client.rows(ChangesOperation<JSONValue>(database: db)) {
                 #expect(change.id.hasPrefix("f"))

@@ -54,6 +54,7 @@ struct ViewsEndToEndTests {
         try await withDatabase("views-mango") { client, db in
             try await writeEntries(client, db)
             _ = try await client.value(PutDocumentOperation(database: db, design: mangoDesign("idx", field: "n")))
+            try await settle(client, db)  // views read one copy of each shard
             typealias Query = QueryViewOperation<[Int], JSONValue, Entry>
 
             let map = try await client.value(
@@ -128,6 +129,7 @@ struct ViewsEndToEndTests {
         try await withDatabase("views-partitioned", partitioned: true) { client, db in
             for partition in ["p1", "p2"] { try await writeEntries(client, db, prefix: partition + ":") }
             _ = try await client.value(PutDocumentOperation(database: db, design: mangoDesign("idx", field: "n")))
+            try await settle(client, db)  // views read one copy of each shard
             let rows = try await client.value(
                 QueryViewOperation<[Int], JSONValue, Entry>(
                     database: db, design: "idx", view: "by_n", partition: "p2",

@@ -20,8 +20,8 @@ final class ClusterState: @unchecked Sendable {
     let nodeNames: [String]
     private var down: Set<String> = []
     private var lag: Double
-    /// Per database: the lagging copy and when it last caught up.
-    private var replicas: [String: (copy: Database, syncedAt: Date)] = [:]
+    /// Per database: the lagging copy.
+    private var replicas: [String: Database] = [:]
 
     init(nodes: Int, replicaLag: Double) {
         nodeNames = nodes <= 1 ? ["couchdb@127.0.0.1"] : (1...nodes).map { "couchdb@node\($0)" }
@@ -57,30 +57,48 @@ final class ClusterState: @unchecked Sendable {
         return lag
     }
 
-    func setReplicaLag(_ seconds: Double) {
+    /// Changes the lag; every replica starts again from its database as it is now.
+    func setReplicaLag(_ seconds: Double, databases: [Database]) {
         lock.lock()
         lag = max(0, seconds)
         replicas = [:]
+        for db in databases { startReplica(of: db) }
         lock.unlock()
     }
 
-    /// The copy a secondary read of `db` is served from: `db` itself without lag; otherwise a
-    /// snapshot that catches up once it is `lag` seconds old.
+    /// Starts the lagging copy of a new database (lock held by the caller, or at creation).
+    private func startReplica(of db: Database) {
+        if lag > 0 {
+            replicas[db.name] = db.withLock { db.startReplica() }
+        } else {
+            db.withLock { db.stopReplica() }
+        }
+    }
+
+    /// Called for each new database: its copy starts lagging at once.
+    func databaseCreated(_ db: Database) {
+        lock.lock()
+        if lag > 0 { startReplica(of: db) }
+        lock.unlock()
+    }
+
+    /// The copy a secondary read of `db` is served from: `db` itself without lag; otherwise its
+    /// replica, which has applied every change older than the lag and none newer.
     func readCopy(of db: Database) -> Database {
         lock.lock()
         defer { lock.unlock() }
         guard lag > 0 else { return db }
-        let now = Date()
-        if let replica = replicas[db.name], replica.copy.instanceStartTime == db.instanceStartTime,
-            now.timeIntervalSince(replica.syncedAt) < lag
-        {
-            // Design documents are read with a quorum (CouchDB's ddoc cache): never stale.
-            db.withLock { replica.copy.withLock { replica.copy.takeDesignDocuments(from: db) } }
-            return replica.copy
+        if replicas[db.name] == nil { startReplica(of: db) }
+        guard let replica = replicas[db.name] else { return db }
+        let cutoff = Date().addingTimeInterval(-lag)
+        db.withLock {
+            replica.withLock {
+                db.catchUp(replica, until: cutoff)
+                // Design documents are read with a quorum (CouchDB's ddoc cache): never stale.
+                replica.takeDesignDocuments(from: db)
+            }
         }
-        let copy = db.withLock { db.snapshot() }
-        replicas[db.name] = (copy, now)
-        return copy
+        return replica
     }
 
     /// Forgets the copy of a deleted database.
@@ -98,7 +116,9 @@ extension CouchEngine {
 
     /// Makes secondary reads (see ``ClusterState``) see each database as it was up to `seconds`
     /// ago; 0 (the default) reads every write at once.
-    public func setReplicaLag(_ seconds: Double) { cluster.setReplicaLag(seconds) }
+    public func setReplicaLag(_ seconds: Double) {
+        cluster.setReplicaLag(seconds, databases: allDatabaseNames().compactMap { database(named: $0) })
+    }
 
     /// The quorum of `n` copies (CouchDB's default `w` and `r`).
     static func quorum(_ n: Int) -> Int { max(n, 1) / 2 + 1 }

@@ -201,6 +201,7 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
         let result = createDatabaseLocked(name: name, partitioned: partitioned, q: q, n: n)
         if case .success(let db) = result {
             attachNotifier(db)
+            cluster.databaseCreated(db)
             node.noteUpdate(name, "created")
             if name == "_users" { ensureAuthDesignDocument() }
         }

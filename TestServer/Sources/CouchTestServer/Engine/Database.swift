@@ -219,6 +219,7 @@ final class Database: @unchecked Sendable {
             try log.append(records)
         }
         apply(id: id, nodes: nodes, seq: seq)
+        feedReplica { $0.apply(id: id, nodes: nodes, seq: seq) }
         cond.broadcast()
         onCommit?()
         onDocumentCommit?(id)
@@ -352,6 +353,7 @@ final class Database: @unchecked Sendable {
             try log.append([["op": "purge", "id": .string(id), "revs": .array(purged.map(JSON.string))]])
         }
         applyPurge(id: id, revs: purged)
+        feedReplica { $0.applyPurge(id: id, revs: purged) }
         cond.broadcast()
         return purged
     }
@@ -393,11 +395,13 @@ final class Database: @unchecked Sendable {
             }
         }
         local[id] = doc
+        feedReplica { $0.local[id] = doc }
     }
 
     func setSecurity(_ value: JSON) throws(CouchError) {
         if let log { try log.append([["op": "sec", "v": value]]) }
         security = value
+        feedReplica { $0.security = value }
     }
 
     func setRevsLimit(_ value: Int) throws(CouchError) {
@@ -408,6 +412,36 @@ final class Database: @unchecked Sendable {
     func setPurgedInfosLimit(_ value: Int) throws(CouchError) {
         if let log { try log.append([["op": "purged_infos_limit", "v": .int(Int64(value))]]) }
         purgedInfosLimit = value
+    }
+
+    // MARK: - A lagging replica (cluster mode; lock held)
+
+    /// When set, every change is also queued here, for a replica that applies it only once it is
+    /// old enough (see `ClusterState`).
+    private var replicaFeed: [(at: Date, change: @Sendable (Database) -> Void)]?
+
+    private func feedReplica(_ change: @escaping @Sendable (Database) -> Void) {
+        if replicaFeed != nil { replicaFeed!.append((Date(), change)) }
+    }
+
+    /// Starts feeding a new replica: returns a copy of the state now and queues every later change.
+    func startReplica() -> Database {
+        replicaFeed = []
+        return snapshot()
+    }
+
+    /// Stops feeding replicas.
+    func stopReplica() { replicaFeed = nil }
+
+    /// Applies to `replica` the queued changes made at or before `cutoff` (both locks held).
+    func catchUp(_ replica: Database, until cutoff: Date) {
+        guard let feed = replicaFeed else { return }
+        var applied = 0
+        while applied < feed.count, feed[applied].at <= cutoff {
+            feed[applied].change(replica)
+            applied += 1
+        }
+        if applied > 0 { replicaFeed!.removeFirst(applied) }
     }
 
     /// A copy of the database's state now, for a lagging replica (lock held). It is not logged,
@@ -445,9 +479,10 @@ final class Database: @unchecked Sendable {
     func compact() throws(CouchError) {
         if let log { try log.append([["op": "compact"]]) }
         applyCompaction()
+        feedReplica { $0.applyCompaction() }
     }
 
-    private func applyCompaction() {
+    func applyCompaction() {
         for (id, entry) in docs {
             var compacted = entry
             let leaves = Set(entry.leaves.map(\.rev))
