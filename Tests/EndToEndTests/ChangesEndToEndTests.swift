@@ -40,12 +40,14 @@ private struct ChangesFixture {
         let fixture = ChangesFixture(revA: a2, revB: b2, revC: c1, conflictC: conflict)
         // On a cluster `_changes` may come from a copy that has not seen these writes yet: wait
         // until it has (CouchDB promises convergence, not read-your-writes).
-        _ = try await converged({
-            try await client.value(ChangesOperation<JSONValue>(database: db, style: .allDocs))
-        }) { feed in
-            let revs = Set(feed.results.flatMap { $0.changes.map(\.rev) })
-            return feed.results.count == 4 && revs.isSuperset(of: [a2, b2, c1, conflict])
-        }
+        _ = try await converged(
+            read: {
+                try await client.value(ChangesOperation<JSONValue>(database: db, style: .allDocs))
+            },
+            until: { feed in
+                let revs = Set(feed.results.flatMap { $0.changes.map(\.rev) })
+                return feed.results.count == 4 && revs.isSuperset(of: [a2, b2, c1, conflict])
+            })
         return fixture
     }
 }

@@ -15,9 +15,11 @@ struct ChangesFollowerEndToEndTests {
                 try await client.execute(PutDocumentOperation(database: db, id: id, document: Note(text: id, n: 0)))
             }
             // On a cluster `_changes` may lag the writes: wait until it has them all.
-            _ = try await converged({ try await client.value(ChangesOperation<JSONValue>(database: db)) }) {
-                $0.results.count == ids.count
-            }
+            _ = try await converged(
+                read: { try await client.value(ChangesOperation<JSONValue>(database: db)) },
+                until: {
+                    $0.results.count == ids.count
+                })
             let follower = ChangesFollower<JSONValue>(
                 client: client, database: db, options: .init(mode: .finite, batchSize: 10))
             var seen: [String] = []

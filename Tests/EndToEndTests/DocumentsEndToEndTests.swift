@@ -301,11 +301,12 @@ struct DocumentsEndToEndTests {
             #expect(read.text == "v2")
             _ = try await client.value(PutDocumentOperation(database: db, id: "plain", document: Memo(text: "p")))
             try await settle(client, db)  // `_local_docs` and `_all_docs` read one copy of each shard
-            let locals = try await converged({
-                try await client.value(
-                    AllDocsOperation<Memo>(
-                        database: db, source: .localDocuments, options: KeyRangeOptions(includeDocs: true)))
-            }) { $0.rows.first?.value?.rev == "0-2" }
+            let locals = try await converged(
+                read: {
+                    try await client.value(
+                        AllDocsOperation<Memo>(
+                            database: db, source: .localDocuments, options: KeyRangeOptions(includeDocs: true)))
+                }, until: { $0.rows.first?.value?.rev == "0-2" })
             #expect(locals.rows.map(\.id) == ["_local/cfg"])
             #expect(locals.rows.first?.value?.rev == "0-2")
             #expect(locals.rows.first?.doc == Memo(text: "v2"))
@@ -327,15 +328,19 @@ struct DocumentsEndToEndTests {
             }
             // Several _local_docs queries at once.
             // `_local_docs` is read from one copy of each shard: on a cluster it converges on the writes.
-            let localQueries = try await converged({
-                try await client.value(
-                    AllDocsQueriesOperation<Memo>(
-                        database: db, source: .localDocuments,
-                        queries: [KeyRangeOptions(keys: ["_local/other", "_local/none"]), KeyRangeOptions(limit: 1)]))
-            }) {
-                $0.results.map { $0.rows.map(\.key) } == [["_local/other", "_local/none"], ["_local/other"]]
-                    && $0.results.first?.rows.last?.error == "not_found"
-            }
+            let localQueries = try await converged(
+                read: {
+                    try await client.value(
+                        AllDocsQueriesOperation<Memo>(
+                            database: db, source: .localDocuments,
+                            queries: [
+                                KeyRangeOptions(keys: ["_local/other", "_local/none"]), KeyRangeOptions(limit: 1),
+                            ]))
+                },
+                until: {
+                    $0.results.map { $0.rows.map(\.key) } == [["_local/other", "_local/none"], ["_local/other"]]
+                        && $0.results.first?.rows.last?.error == "not_found"
+                })
             #expect(
                 localQueries.results.map { $0.rows.map(\.key) } == [["_local/other", "_local/none"], ["_local/other"]])
             #expect(localQueries.results.first?.rows.last?.error == "not_found")

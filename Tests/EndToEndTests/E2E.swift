@@ -126,7 +126,7 @@ struct Note: Codable, Sendable, Equatable {
 /// `_local_docs`, `_dbs_info`), which on a cluster may lag behind a write just acknowledged.
 /// CouchDB promises that they converge, not that they see the write at once.
 func converged<T>(
-    seconds: Double = 30, _ read: () async throws -> T, until done: (T) -> Bool
+    seconds: Double = 30, read: () async throws -> T, until done: (T) -> Bool
 ) async throws -> T {
     let deadline = Date().addingTimeInterval(seconds)
     var value = try await read()
@@ -153,8 +153,7 @@ func settle(_ client: CouchDBClient, _ db: String, seconds: Double = 30) async t
     }
     _ = try await converged(
         seconds: seconds,
-        {
+        read: {
             try await client.value(ChangesOperation<JSONValue>(database: db, since: .now)).lastSeq.queryValue
-        }
-    ) { count($0) >= target }
+        }, until: { count($0) >= target })
 }

@@ -48,11 +48,13 @@ struct ReplicationEndToEndTests {
                 #expect(result.ok)
                 #expect(result.history?.first?.docsWritten == 5)
                 #expect(result.sourceLastSeq != nil)
-                let copied = try await converged({
-                    try await client.value(AllDocsOperation<JSONValue>(database: target))
-                }) {
-                    $0.rows.count == 5
-                }
+                let copied = try await converged(
+                    read: {
+                        try await client.value(AllDocsOperation<JSONValue>(database: target))
+                    },
+                    until: {
+                        $0.rows.count == 5
+                    })
                 #expect(copied.rows.map(\.id) == ["r1", "r2", "r3", "r4", "r5"])
                 let note = try await client.value(GetDocumentOperation<Note>(database: target, id: "r3"))
                 let original = try await client.value(GetDocumentOperation<Note>(database: source, id: "r3"))
@@ -82,11 +84,13 @@ struct ReplicationEndToEndTests {
                 settings.docIDs = ["a", "c"]
                 let result = try await client.value(ReplicateOperation(settings: settings))
                 #expect(result.ok)
-                let copied = try await converged({
-                    try await client.value(AllDocsOperation<JSONValue>(database: target))
-                }) {
-                    $0.rows.count == 2
-                }
+                let copied = try await converged(
+                    read: {
+                        try await client.value(AllDocsOperation<JSONValue>(database: target))
+                    },
+                    until: {
+                        $0.rows.count == 2
+                    })
                 #expect(copied.rows.map(\.id) == ["a", "c"])
 
                 do {

@@ -15,11 +15,14 @@ struct RowStreamEndToEndTests {
             var options = KeyRangeOptions()
             options.includeDocs = true
             // On a cluster `_all_docs` reads one copy of each shard, which converges on the writes.
-            _ = try await converged({
-                try await client.value(AllDocsOperation<JSONValue>(database: db, options: KeyRangeOptions(limit: 0)))
-            }) {
-                $0.totalRows == 3_000
-            }
+            _ = try await converged(
+                read: {
+                    try await client.value(
+                        AllDocsOperation<JSONValue>(database: db, options: KeyRangeOptions(limit: 0)))
+                },
+                until: {
+                    $0.totalRows == 3_000
+                })
             let stream = client.rows(AllDocsOperation<Note>(database: db, options: options), bufferSize: 16)
             var count = 0
             for try await row in stream {

@@ -57,13 +57,15 @@ struct SecurityEndToEndTests {
             #expect(try await client.value(PutSecurityOperation(database: db, security: custom)).ok)
             // On a cluster `_security` is read from one copy: it converges on the write.
             #expect(
-                try await converged({ try await client.value(GetSecurityOperation(database: db)) }) { $0 == custom }
+                try await converged(
+                    read: { try await client.value(GetSecurityOperation(database: db)) }, until: { $0 == custom })
                     == custom)
             // The admin still reads and writes.
             _ = try await client.value(PutDocumentOperation(database: db, id: "d", document: Note(text: "x", n: 1)))
             #expect(try await client.value(PutSecurityOperation(database: db, security: initial)).ok)
             #expect(
-                try await converged({ try await client.value(GetSecurityOperation(database: db)) }) { $0 == initial }
+                try await converged(
+                    read: { try await client.value(GetSecurityOperation(database: db)) }, until: { $0 == initial })
                     == initial)
 
             do {
@@ -184,9 +186,11 @@ struct SecurityEndToEndTests {
                 }
                 _ = try await admin.value(PutSecurityOperation(database: db, security: original))
                 #expect(
-                    try await converged({ try await admin.value(GetSecurityOperation(database: db)) }) {
-                        $0 == original
-                    }
+                    try await converged(
+                        read: { try await admin.value(GetSecurityOperation(database: db)) },
+                        until: {
+                            $0 == original
+                        })
                         == original)
             }
         } catch {

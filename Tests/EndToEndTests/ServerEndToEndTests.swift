@@ -66,9 +66,10 @@ struct ServerEndToEndTests {
             #expect(Set(names).isSubset(of: Set(everything)))
 
             for name in names { try await settle(client, name) }  // `_dbs_info` reads one copy of each shard
-            let infos = try await converged({
-                try await client.value(GetDatabasesInfoOperation(startKey: prefix, endKey: end))
-            }) { $0.map { $0.info?.docCount } == [0, 1, 0] }
+            let infos = try await converged(
+                read: {
+                    try await client.value(GetDatabasesInfoOperation(startKey: prefix, endKey: end))
+                }, until: { $0.map { $0.info?.docCount } == [0, 1, 0] })
             #expect(infos.map(\.key) == names)
             #expect(infos.map { $0.info?.docCount } == [0, 1, 0])
             #expect(infos.allSatisfy { $0.info?.dbName == $0.key && $0.error == nil })
