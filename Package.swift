@@ -24,8 +24,10 @@ let package = Package(
             name: "SwiftCouchDemo", dependencies: ["SwiftCouch", "CouchTestServer"], path: "Sources/SwiftCouchDemo"),
         // The TestServer: JSON, collation and Mango (CouchQuery); the HTTP server and CouchDB engine.
         .target(name: "CouchQuery", path: "TestServer/Sources/CouchQuery"),
+        // JavaScript for design documents, in pure Swift: an interpreter and CouchDB's query-server API.
+        .target(name: "CouchJS", dependencies: ["CouchQuery"], path: "TestServer/Sources/CouchJS"),
         .target(
-            name: "CouchTestServer", dependencies: ["HTTPWire", "CouchQuery", "CouchGzip"],
+            name: "CouchTestServer", dependencies: ["HTTPWire", "CouchQuery", "CouchGzip", "CouchJS"],
             path: "TestServer/Sources/CouchTestServer"),
         .executableTarget(
             name: "SwiftCouchBenchmarks", dependencies: ["SwiftCouch", "CouchTestServer"],
@@ -43,6 +45,7 @@ let package = Package(
         .testTarget(
             name: "CouchTestServerTests", dependencies: ["CouchTestServer", "CouchQuery", "HTTPWire", "CouchGzip"],
             path: "Tests/CouchTestServerTests"),
+        .testTarget(name: "CouchJSTests", dependencies: ["CouchJS", "CouchQuery"], path: "Tests/CouchJSTests"),
         .testTarget(
             name: "TestServerConformanceTests", dependencies: ["CouchTestServer", "CouchQuery", "HTTPWire"],
             path: "Tests/TestServerConformanceTests"),

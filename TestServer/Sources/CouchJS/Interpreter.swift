@@ -1,0 +1,506 @@
+import Foundation
+
+/// A tree-walking interpreter of the JavaScript CouchDB design documents use, with a budget of
+/// steps and call depth per call into it, so that no function can hang the server.
+public final class Interpreter {
+    /// The most evaluation steps one call from Swift may take.
+    public var stepBudget = 5_000_000
+    /// The deepest JavaScript call nesting.
+    public var maximumDepth = 200
+
+    let global: Scope
+    var steps = 0
+    /// The label of the loop about to run (`outer: for …`), for its `break`/`continue outer`.
+    var pendingLabel: String?
+    var depth = 0
+
+    let objectPrototype = JSObject()
+    lazy var functionPrototype = JSObject(prototype: objectPrototype)
+    lazy var arrayPrototype = JSObject(prototype: objectPrototype)
+    lazy var stringPrototype = JSObject(prototype: objectPrototype)
+    lazy var numberPrototype = JSObject(prototype: objectPrototype)
+    lazy var booleanPrototype = JSObject(prototype: objectPrototype)
+    lazy var datePrototype = JSObject(prototype: objectPrototype)
+    lazy var regexPrototype = JSObject(prototype: objectPrototype)
+    lazy var errorPrototype = JSObject(prototype: objectPrototype)
+
+    /// Lines passed to `log`.
+    public private(set) var logs: [String] = []
+
+    public init() {
+        global = Scope(parent: nil, isFunction: true)
+        installBuiltins()
+    }
+
+    // MARK: - Running code
+
+    /// Runs `source` as a program in the global scope.
+    public func run(_ source: String) throws -> JSValue {
+        let program = try Parser.parseProgram(source)
+        return try budgeted { try execute(program, in: global) }
+    }
+
+    /// Evaluates `source` as one expression (a design document function's source is one).
+    public func evaluate(_ source: String) throws -> JSValue {
+        let program = try Parser.parseProgram("(" + source + "\n)")
+        return try budgeted { try execute(program, in: global) }
+    }
+
+    /// Calls a function value with `args`, within the budget.
+    public func call(_ function: JSValue, this: JSValue = .undefined, _ args: [JSValue]) throws -> JSValue {
+        try budgeted { try invoke(function, this: this, args) }
+    }
+
+    /// Defines a global.
+    public func define(_ name: String, _ value: JSValue) { global.declare(name, value) }
+
+    /// Defines a global function implemented in Swift.
+    public func defineFunction(_ name: String, _ body: @escaping (Interpreter, JSValue, [JSValue]) throws -> JSValue) {
+        global.declare(name, .object(makeFunction(name, body)))
+    }
+
+    func log(_ line: String) { logs.append(line) }
+
+    private func budgeted(_ body: () throws -> JSValue) throws -> JSValue {
+        let outermost = depth == 0
+        if outermost { steps = 0 }
+        return try body()
+    }
+
+    func tick() throws {
+        steps += 1
+        if steps > stepBudget {
+            throw JSBudgetExceeded(description: "the function ran more than \(stepBudget) steps (an endless loop?)")
+        }
+    }
+
+    // MARK: - Statements
+
+    enum Completion {
+        case normal
+        case breakLoop(String?)
+        case continueLoop(String?)
+        case returnValue(JSValue)
+    }
+
+    /// Runs statements; returns the value of the last expression statement (for `evaluate`).
+    func execute(_ statements: [Stmt], in scope: Scope) throws -> JSValue {
+        hoist(statements, in: scope)
+        var last: JSValue = .undefined
+        for statement in statements {
+            if case .expression(let e) = statement {
+                try tick()
+                last = try eval(e, scope)
+                continue
+            }
+            switch try exec(statement, scope) {
+            case .normal: continue
+            case .returnValue(let v): return v
+            case .breakLoop, .continueLoop: return last
+            }
+        }
+        return last
+    }
+
+    /// Declares function declarations (and `var` names) before a body runs, as JavaScript does.
+    func hoist(_ statements: [Stmt], in scope: Scope) {
+        for statement in statements {
+            switch statement {
+            case .function(let node):
+                if let name = node.name { scope.declareVar(name, .object(makeClosure(node, scope))) }
+            case .declaration(let kind, let items) where kind == "var":
+                for (pattern, _) in items { for name in pattern.names { scope.declareVar(name, nil) } }
+            default: break
+            }
+        }
+    }
+
+    func execBlock(_ statements: [Stmt], _ scope: Scope) throws -> Completion {
+        let inner = Scope(parent: scope)
+        hoist(statements, in: inner)
+        for statement in statements {
+            let completion = try exec(statement, inner)
+            if case .normal = completion { continue }
+            return completion
+        }
+        return .normal
+    }
+
+    func exec(_ statement: Stmt, _ scope: Scope) throws -> Completion {
+        try tick()
+        switch statement {
+        case .expression(let e):
+            _ = try eval(e, scope)
+            return .normal
+        case .declaration(let kind, let items):
+            for (pattern, initial) in items {
+                let value = try initial.map { try eval($0, scope) } ?? .undefined
+                if kind == "var" {
+                    if initial != nil || !pattern.isSimpleName { try bind(pattern, value, scope, kind: "var") }
+                } else {
+                    try bind(pattern, value, scope, kind: kind)
+                }
+            }
+            return .normal
+        case .function:
+            return .normal  // hoisted
+        case .ifElse(let test, let consequent, let alternate):
+            if try eval(test, scope).truthy { return try exec(consequent, scope) }
+            if let alternate { return try exec(alternate, scope) }
+            return .normal
+        case .block(let statements):
+            return try execBlock(statements, scope)
+        case .forLoop(let initial, let test, let update, let body):
+            let myLabel = takeLabel()
+            let loopScope = Scope(parent: scope)
+            if let initial { _ = try exec(initial, loopScope) }
+            while true {
+                if let test, try !eval(test, loopScope).truthy { break }
+                switch try exec(body, Scope(parent: loopScope)) {
+                case .breakLoop(let label) where label == nil || label == myLabel: return .normal
+                case .breakLoop(let label): return .breakLoop(label)
+                case .returnValue(let v): return .returnValue(v)
+                case .continueLoop(let label) where label != nil && label != myLabel: return .continueLoop(label)
+                default: break
+                }
+                if let update { _ = try eval(update, loopScope) }
+            }
+            return .normal
+        case .forIn(let declaration, let pattern, let objectExpr, let body, let isOf):
+            let myLabel = takeLabel()
+            let subject = try eval(objectExpr, scope)
+            var items: [JSValue] = []
+            if isOf {
+                items = try iterate(subject)
+            } else if let object = subject.object {
+                items = forInKeys(object).map(JSValue.string)
+            } else if case .string(let s) = subject {
+                items = (0..<s.utf16.count).map { .string(String($0)) }
+            }
+            for item in items {
+                let iterationScope = Scope(parent: scope)
+                if let declaration {
+                    try bind(pattern, item, iterationScope, kind: declaration == "var" ? "let" : declaration)
+                    if declaration == "var" { for name in pattern.names { scope.declareVar(name, item) } }
+                } else {
+                    try assignPattern(pattern, item, scope)
+                }
+                switch try exec(body, iterationScope) {
+                case .breakLoop(let label) where label == nil || label == myLabel: return .normal
+                case .breakLoop(let label): return .breakLoop(label)
+                case .returnValue(let v): return .returnValue(v)
+                case .continueLoop(let label) where label != nil && label != myLabel: return .continueLoop(label)
+                default: break
+                }
+            }
+            return .normal
+        case .whileLoop(let test, let body):
+            let myLabel = takeLabel()
+            while try eval(test, scope).truthy {
+                switch try exec(body, scope) {
+                case .breakLoop(let label) where label == nil || label == myLabel: return .normal
+                case .breakLoop(let label): return .breakLoop(label)
+                case .returnValue(let v): return .returnValue(v)
+                case .continueLoop(let label) where label != nil && label != myLabel: return .continueLoop(label)
+                default: break
+                }
+            }
+            return .normal
+        case .doWhile(let body, let test):
+            let myLabel = takeLabel()
+            repeat {
+                switch try exec(body, scope) {
+                case .breakLoop(let label) where label == nil || label == myLabel: return .normal
+                case .breakLoop(let label): return .breakLoop(label)
+                case .returnValue(let v): return .returnValue(v)
+                case .continueLoop(let label) where label != nil && label != myLabel: return .continueLoop(label)
+                default: break
+                }
+            } while try eval(test, scope).truthy
+            return .normal
+        case .returnValue(let e):
+            return .returnValue(try e.map { try eval($0, scope) } ?? .undefined)
+        case .breakLoop(let label):
+            return .breakLoop(label)
+        case .continueLoop(let label):
+            return .continueLoop(label)
+        case .throwValue(let e):
+            throw JSThrown(value: try eval(e, scope))
+        case .tryCatch(let body, let param, let handler, let finalizer):
+            var completion: Completion = .normal
+            var pending: Error?
+            do {
+                completion = try execBlock(body, scope)
+            } catch let thrown as JSThrown {
+                if let handler {
+                    let catchScope = Scope(parent: scope)
+                    if let param { try bind(param, thrown.value, catchScope, kind: "let") }
+                    do {
+                        completion = try execBlock(handler, catchScope)
+                    } catch {
+                        pending = error
+                    }
+                } else {
+                    pending = thrown
+                }
+            }
+            if let finalizer {
+                let after = try execBlock(finalizer, scope)
+                if case .normal = after {} else { return after }
+            }
+            if let pending { throw pending }
+            return completion
+        case .switchCase(let discriminantExpr, let cases):
+            let discriminant = try eval(discriminantExpr, scope)
+            let switchScope = Scope(parent: scope)
+            var matched: Int?
+            for (i, c) in cases.enumerated() {
+                if let test = c.test, strictEquals(discriminant, try eval(test, switchScope)) {
+                    matched = i
+                    break
+                }
+            }
+            if matched == nil { matched = cases.firstIndex { $0.test == nil } }
+            guard let start = matched else { return .normal }
+            for c in cases[start...] {
+                for statement in c.body {
+                    switch try exec(statement, switchScope) {
+                    case .normal: continue
+                    case .breakLoop(nil): return .normal
+                    case let other: return other
+                    }
+                }
+            }
+            return .normal
+        case .labeled(let label, let body):
+            pendingLabel = label
+            defer { pendingLabel = nil }
+            switch try exec(body, scope) {
+            case .breakLoop(label): return .normal
+            case .continueLoop(label): return .normal
+            case let other: return other
+            }
+        case .empty:
+            return .normal
+        }
+    }
+
+    /// The label given to the loop starting now (and no other).
+    private func takeLabel() -> String? {
+        defer { pendingLabel = nil }
+        return pendingLabel
+    }
+
+    func forInKeys(_ object: JSObject) -> [String] {
+        var keys: [String] = []
+        var seen = Set<String>()
+        var current: JSObject? = object
+        while let o = current, o !== objectPrototype, o !== arrayPrototype, o !== functionPrototype {
+            for key in o.ownKeys where !seen.contains(key) {
+                seen.insert(key)
+                keys.append(key)
+            }
+            current = o.prototype
+        }
+        return keys
+    }
+
+    /// The values `for … of` visits.
+    func iterate(_ value: JSValue) throws -> [JSValue] {
+        switch value {
+        case .string(let s): return s.map { .string(String($0)) }
+        case .object(let o) where o.array != nil: return o.array!
+        default: throw typeError("\(value.typeName) is not iterable")
+        }
+    }
+
+    // MARK: - Bindings
+
+    func bind(_ pattern: Pattern, _ value: JSValue, _ scope: Scope, kind: String) throws {
+        switch pattern {
+        case .name(let name, let defaultValue):
+            let v = value.isUndefinedValue && defaultValue != nil ? try eval(defaultValue!, scope) : value
+            if kind == "var" { scope.declareVar(name, v) } else { scope.declare(name, v) }
+        case .object(let entries, let rest, let defaultValue):
+            let v = value.isUndefinedValue && defaultValue != nil ? try eval(defaultValue!, scope) : value
+            guard let object = try toObject(v) else { throw typeError("Cannot destructure \(v.toDisplayString())") }
+            for (key, target) in entries { try bind(target, object.get(key), scope, kind: kind) }
+            if let rest {
+                let copy = newObject()
+                for key in object.ownKeys where !entries.contains(where: { $0.key == key }) {
+                    copy.set(key, object.get(key))
+                }
+                if kind == "var" { scope.declareVar(rest, .object(copy)) } else { scope.declare(rest, .object(copy)) }
+            }
+        case .array(let items, let rest, let defaultValue):
+            let v = value.isUndefinedValue && defaultValue != nil ? try eval(defaultValue!, scope) : value
+            let elements = v.isNullish ? [] : try iterate(v)
+            for (i, item) in items.enumerated() {
+                if let item { try bind(item, i < elements.count ? elements[i] : .undefined, scope, kind: kind) }
+            }
+            if let rest {
+                let remaining = Array(elements.dropFirst(items.count))
+                let array = JSValue.object(newArray(remaining))
+                if kind == "var" { scope.declareVar(rest, array) } else { scope.declare(rest, array) }
+            }
+        }
+    }
+
+    func assignPattern(_ pattern: Pattern, _ value: JSValue, _ scope: Scope) throws {
+        if case .name(let name, _) = pattern {
+            if !scope.assign(name, value) { global.declare(name, value) }
+            return
+        }
+        try bind(pattern, value, scope, kind: "let")
+    }
+
+    // MARK: - Objects
+
+    func newObject() -> JSObject { JSObject(prototype: objectPrototype) }
+
+    func newArray(_ items: [JSValue]) -> JSObject {
+        let array = JSObject(prototype: arrayPrototype, className: "Array")
+        array.array = items
+        return array
+    }
+
+    func makeFunction(_ name: String, _ body: @escaping (Interpreter, JSValue, [JSValue]) throws -> JSValue) -> JSObject
+    {
+        let f = JSObject(prototype: functionPrototype, className: "Function")
+        f.callable = .native(name: name, body)
+        return f
+    }
+
+    func makeClosure(_ node: FunctionNode, _ scope: Scope, this: JSValue? = nil) -> JSObject {
+        let f = JSObject(prototype: functionPrototype, className: "Function")
+        f.callable = .user(node, scope, thisValue: node.isArrow ? (this ?? .undefined) : nil)
+        if !node.isArrow {
+            let prototype = newObject()
+            prototype.set("constructor", .object(f))
+            f.properties["prototype"] = .object(prototype)
+        }
+        return f
+    }
+
+    func makeError(_ type: String, _ message: String) -> JSValue {
+        let error = JSObject(prototype: errorPrototype, className: "Error")
+        error.set("name", .string(type))
+        error.set("message", .string(message))
+        return .object(error)
+    }
+
+    func typeError(_ message: String) -> JSThrown { JSThrown(value: makeError("TypeError", message)) }
+
+    /// The object a primitive's properties are looked up on.
+    func toObject(_ value: JSValue) throws -> JSObject? {
+        switch value {
+        case .object(let o): return o
+        case .string(let s):
+            let wrapper = JSObject(prototype: stringPrototype, className: "String")
+            wrapper.properties["length"] = .number(Double(s.utf16.count))
+            return wrapper
+        case .number: return numberPrototype
+        case .bool: return booleanPrototype
+        case .undefined, .null: return nil
+        }
+    }
+
+    func getProperty(_ value: JSValue, _ key: String) throws -> JSValue {
+        switch value {
+        case .object(let o): return o.get(key)
+        case .string(let s):
+            if key == "length" { return .number(Double(s.utf16.count)) }
+            if let i = Int(key) {
+                let units = Array(s.utf16)
+                return i >= 0 && i < units.count ? .string(String(utf16CodeUnits: [units[i]], count: 1)) : .undefined
+            }
+            return stringPrototype.get(key)
+        case .number: return numberPrototype.get(key)
+        case .bool: return booleanPrototype.get(key)
+        case .undefined, .null:
+            throw typeError("Cannot read properties of \(value.toDisplayString()) (reading '\(key)')")
+        }
+    }
+
+    func setProperty(_ target: JSValue, _ key: String, _ value: JSValue) throws {
+        guard case .object(let o) = target else {
+            if target.isNullish {
+                throw typeError("Cannot set properties of \(target.toDisplayString()) (setting '\(key)')")
+            }
+            return
+        }
+        o.set(key, value)
+    }
+
+    // MARK: - Calls
+
+    func invoke(_ function: JSValue, this: JSValue, _ args: [JSValue]) throws -> JSValue {
+        guard case .object(let f) = function, let callable = f.callable else {
+            throw typeError("\(function.toDisplayString()) is not a function")
+        }
+        depth += 1
+        defer { depth -= 1 }
+        if depth > maximumDepth { throw JSBudgetExceeded(description: "calls nested more than \(maximumDepth) deep") }
+        switch callable {
+        case .native(_, let body):
+            return try body(self, this, args)
+        case .user(let node, let closure, let boundThis):
+            let scope = Scope(parent: closure, isFunction: true)
+            if !node.isArrow {
+                scope.declare("this", this)
+                scope.declare("arguments", .object(newArray(args)))
+            } else if let boundThis {
+                _ = boundThis
+            }
+            for (i, param) in node.params.enumerated() {
+                if case .array(let items, let rest?, nil) = param, items.isEmpty {
+                    scope.declare(rest, .object(newArray(Array(args.dropFirst(i)))))
+                    continue
+                }
+                try bind(param, i < args.count ? args[i] : .undefined, scope, kind: "let")
+            }
+            if let body = node.expressionBody { return try eval(body, scope) }
+            hoist(node.body, in: scope)
+            for statement in node.body {
+                if case .returnValue(let v) = try exec(statement, scope) { return v }
+            }
+            return .undefined
+        }
+    }
+
+    func construct(_ constructor: JSValue, _ args: [JSValue]) throws -> JSValue {
+        guard case .object(let f) = constructor, f.callable != nil else {
+            throw typeError("\(constructor.toDisplayString()) is not a constructor")
+        }
+        if case .native(let name, let body) = f.callable! {
+            // Built-in constructors build their own objects.
+            return try body(self, .string("__new__" + name), args)
+        }
+        let instance = JSObject(prototype: f.get("prototype").object ?? objectPrototype)
+        let result = try invoke(constructor, this: .object(instance), args)
+        if case .object = result { return result }
+        return .object(instance)
+    }
+}
+
+extension JSValue {
+    var isUndefinedValue: Bool {
+        if case .undefined = self { return true }
+        return false
+    }
+}
+
+extension Pattern {
+    var names: [String] {
+        switch self {
+        case .name(let n, _): return [n]
+        case .object(let entries, let rest, _): return entries.flatMap(\.target.names) + (rest.map { [$0] } ?? [])
+        case .array(let items, let rest, _): return items.compactMap { $0 }.flatMap(\.names) + (rest.map { [$0] } ?? [])
+        }
+    }
+
+    var isSimpleName: Bool {
+        if case .name(_, nil) = self { return true }
+        return false
+    }
+}

@@ -1,0 +1,158 @@
+import CouchQuery
+import Foundation
+
+/// CouchDB's JavaScript query server API on top of the interpreter: design document functions
+/// compiled once, then called for map, reduce, `validate_doc_update` and `_changes` filters,
+/// with `emit`, `sum`, `log`, `toJSON`, `isArray` and `require` as CouchDB provides them.
+///
+/// One instance runs one design document's functions; it is not thread-safe (callers hold a
+/// lock or make one per use).
+public final class JSQueryServer {
+    public let interpreter = Interpreter()
+    private var emitted: [(JSON, JSON)] = []
+    /// The design document, for `require` of its CommonJS modules.
+    private let designDocument: JSON?
+    private var moduleCache: [String: JSValue] = [:]
+
+    /// Why a function failed: a compilation error, a thrown value, or a runaway.
+    public enum Failure: Error, CustomStringConvertible {
+        case compilation(String)
+        case thrown(JSON?, String)
+        case budget(String)
+
+        public var description: String {
+            switch self {
+            case .compilation(let m): return m
+            case .thrown(_, let m): return m
+            case .budget(let m): return m
+            }
+        }
+
+        /// The thrown object, when the function threw one (`{forbidden: …}`, `{unauthorized: …}`).
+        public var thrownObject: JSON? {
+            if case .thrown(let value, _) = self { return value }
+            return nil
+        }
+    }
+
+    public init(designDocument: JSON? = nil) {
+        self.designDocument = designDocument
+        interpreter.defineFunction("emit") { [unowned self] interpreter, _, args in
+            let key = try interpreter.toJSON(args.first ?? .undefined) ?? .null
+            let value = try interpreter.toJSON(args.count > 1 ? args[1] : .undefined) ?? .null
+            self.emitted.append((key, value))
+            return .undefined
+        }
+        interpreter.defineFunction("sum") { _, _, args in
+            guard let items = args.first?.object?.array else { return .number(0) }
+            return .number(items.reduce(0) { $0 + $1.toNumber() })
+        }
+        interpreter.defineFunction("log") { interpreter, _, args in
+            let line = (try? interpreter.toJSON(args.first ?? .undefined)).flatMap { $0 }
+            interpreter.log(
+                line.map { value in
+                    if case .string(let s) = value { return s }
+                    return value.serialized
+                } ?? "undefined")
+            return .undefined
+        }
+        interpreter.defineFunction("toJSON") { interpreter, _, args in
+            .string((try interpreter.toJSON(args.first ?? .undefined))?.serialized ?? "undefined")
+        }
+        interpreter.defineFunction("isArray") { _, _, args in .bool(args.first?.object?.array != nil) }
+        interpreter.defineFunction("require") { [unowned self] interpreter, _, args in
+            try self.require((args.first ?? .undefined).toDisplayString(), from: [])
+        }
+    }
+
+    /// Lines the functions logged with `log`.
+    public var logs: [String] { interpreter.logs }
+
+    /// Compiles a design document function's source: it must evaluate to a function.
+    public func compile(_ source: String) throws(Failure) -> JSValue {
+        do {
+            let value = try interpreter.evaluate(source)
+            guard value.object?.callable != nil else {
+                throw Failure.compilation("Expression does not eval to a function. (\(source.prefix(80)))")
+            }
+            return value
+        } catch let failure as Failure {
+            throw failure
+        } catch let syntax as JSSyntaxError {
+            throw Failure.compilation("Expression does not eval to a function. \(syntax)")
+        } catch {
+            throw failure(error)
+        }
+    }
+
+    private func failure(_ error: Error) -> Failure {
+        if let thrown = error as? JSThrown {
+            let json = try? interpreter.toJSON(thrown.value)
+            return .thrown(json ?? nil, thrown.value.toDisplayString())
+        }
+        if let budget = error as? JSBudgetExceeded { return .budget(budget.description) }
+        if let syntax = error as? JSSyntaxError { return .compilation(syntax.description) }
+        return .thrown(nil, "\(error)")
+    }
+
+    /// Calls `function` with JSON arguments; returns its result as JSON (nil for `undefined`).
+    public func call(_ function: JSValue, _ args: [JSON]) throws(Failure) -> JSON? {
+        do {
+            return try interpreter.toJSON(try interpreter.call(function, args.map(interpreter.fromJSON)))
+        } catch {
+            throw failure(error)
+        }
+    }
+
+    /// Runs a map function over `doc`; returns what it emitted.
+    public func map(_ function: JSValue, _ doc: JSON) throws(Failure) -> [(key: JSON, value: JSON)] {
+        emitted = []
+        do {
+            _ = try interpreter.call(function, [interpreter.fromJSON(doc)])
+        } catch {
+            emitted = []
+            throw failure(error)
+        }
+        defer { emitted = [] }
+        return emitted.map { (key: $0.0, value: $0.1) }
+    }
+
+    /// Runs a reduce function: `keys` as `[key, id]` pairs (null on rereduce).
+    public func reduce(_ function: JSValue, keys: [JSON]?, values: [JSON], rereduce: Bool) throws(Failure) -> JSON {
+        try call(function, [keys.map { .array($0) } ?? .null, .array(values), .bool(rereduce)]) ?? .null
+    }
+
+    /// `require(path)` of a CommonJS module stored in the design document.
+    private func require(_ path: String, from base: [String]) throws -> JSValue {
+        var parts = path.hasPrefix(".") ? base : []
+        for segment in path.split(separator: "/") {
+            switch segment {
+            case ".": continue
+            case "..": if !parts.isEmpty { parts.removeLast() }
+            default: parts.append(String(segment))
+            }
+        }
+        let key = parts.joined(separator: "/")
+        if let cached = moduleCache[key] { return cached }
+        var node = designDocument
+        for part in parts { node = node?[part] }
+        guard case .string(let source)? = node else {
+            throw JSThrown(
+                value: interpreter.makeError(
+                    "Error", "require('\(path)') error: the module is not in the design document"))
+        }
+        let module = interpreter.newObject()
+        let exports = interpreter.newObject()
+        module.set("exports", .object(exports))
+        let wrapper = try interpreter.evaluate("function (module, exports, require) {\n" + source + "\n}")
+        let directory = Array(parts.dropLast())
+        let localRequire = interpreter.makeFunction("require") { [unowned self] interpreter, _, args in
+            try self.require((args.first ?? .undefined).toDisplayString(), from: directory)
+        }
+        moduleCache[key] = .object(exports)
+        _ = try interpreter.call(wrapper, [.object(module), .object(exports), .object(localRequire)])
+        let result = module.get("exports")
+        moduleCache[key] = result
+        return result
+    }
+}

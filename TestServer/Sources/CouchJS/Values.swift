@@ -1,0 +1,327 @@
+import Foundation
+
+/// A JavaScript value.
+public enum JSValue {
+    case undefined
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case object(JSObject)
+
+    var isNullish: Bool {
+        switch self {
+        case .undefined, .null: return true
+        default: return false
+        }
+    }
+
+    var object: JSObject? {
+        if case .object(let o) = self { return o }
+        return nil
+    }
+
+    /// `ToBoolean`.
+    public var truthy: Bool {
+        switch self {
+        case .undefined, .null: return false
+        case .bool(let b): return b
+        case .number(let n): return !(n == 0 || n.isNaN)
+        case .string(let s): return !s.isEmpty
+        case .object: return true
+        }
+    }
+
+    /// `typeof`.
+    var typeName: String {
+        switch self {
+        case .undefined: return "undefined"
+        case .null: return "object"
+        case .bool: return "boolean"
+        case .number: return "number"
+        case .string: return "string"
+        case .object(let o): return o.callable != nil ? "function" : "object"
+        }
+    }
+
+    /// `ToString` for display (numbers as JavaScript prints them).
+    public func toDisplayString() -> String {
+        switch self {
+        case .undefined: return "undefined"
+        case .null: return "null"
+        case .bool(let b): return b ? "true" : "false"
+        case .number(let n): return Self.format(n)
+        case .string(let s): return s
+        case .object(let o):
+            if let array = o.array {
+                return array.map { $0.isNullish ? "" : $0.toDisplayString() }.joined(separator: ",")
+            }
+            if o.callable != nil { return "function () { [code] }" }
+            if let date = o.date { return JSDate.iso(date) }
+            if let regex = o.regex { return "/\(regex.source)/\(regex.flags)" }
+            if o.className == "Error" {
+                let name = o.get("name").toDisplayString()
+                let message = o.get("message").toDisplayString()
+                return message.isEmpty ? name : "\(name): \(message)"
+            }
+            return "[object Object]"
+        }
+    }
+
+    /// A number as JavaScript's `Number.prototype.toString()` writes it (shortest round-trip
+    /// digits; fixed notation from 1e-6 up to 1e21, exponent notation outside).
+    static func format(_ n: Double) -> String {
+        if n.isNaN { return "NaN" }
+        if n.isInfinite { return n < 0 ? "-Infinity" : "Infinity" }
+        if n == 0 { return "0" }
+        let sign = n < 0 ? "-" : ""
+        let magnitude = abs(n)
+        if magnitude == magnitude.rounded(), magnitude < 1e21 { return sign + String(format: "%.0f", magnitude) }
+        // Swift's shortest representation, taken apart into digits and a decimal exponent.
+        let text = "\(magnitude)"
+        var mantissa = text
+        var exponent = 0
+        if let e = text.firstIndex(where: { $0 == "e" || $0 == "E" }) {
+            mantissa = String(text[..<e])
+            exponent = Int(text[text.index(after: e)...]) ?? 0
+        }
+        let parts = mantissa.split(separator: ".", omittingEmptySubsequences: false)
+        let integerPart = String(parts[0])
+        let fraction = parts.count > 1 ? String(parts[1]) : ""
+        var digits = integerPart + fraction
+        var point = integerPart.count + exponent  // value = 0.digits × 10^point
+        while digits.hasPrefix("0"), digits.count > 1 {
+            digits.removeFirst()
+            point -= 1
+        }
+        while digits.hasSuffix("0"), digits.count > 1 { digits.removeLast() }
+        let k = digits.count
+        if k <= point, point <= 21 { return sign + digits + String(repeating: "0", count: point - k) }
+        if 0 < point, point <= 21 {
+            let i = digits.index(digits.startIndex, offsetBy: point)
+            return sign + digits[..<i] + "." + digits[i...]
+        }
+        if -6 < point, point <= 0 { return sign + "0." + String(repeating: "0", count: -point) + digits }
+        let e = point - 1
+        let head = String(digits.prefix(1))
+        let rest = digits.dropFirst()
+        return sign + head + (rest.isEmpty ? "" : "." + rest) + "e" + (e >= 0 ? "+" : "-") + String(abs(e))
+    }
+
+    /// `ToNumber`.
+    public func toNumber() -> Double {
+        switch self {
+        case .undefined: return .nan
+        case .null: return 0
+        case .bool(let b): return b ? 1 : 0
+        case .number(let n): return n
+        case .string(let s):
+            let t = s.trimmingCharacters(in: .whitespacesAndNewlines)
+            if t.isEmpty { return 0 }
+            if t.hasPrefix("0x") || t.hasPrefix("0X") {
+                return UInt64(t.dropFirst(2), radix: 16).map(Double.init) ?? .nan
+            }
+            if t == "Infinity" || t == "+Infinity" { return .infinity }
+            if t == "-Infinity" { return -.infinity }
+            guard t.allSatisfy({ "0123456789+-.eE".contains($0) }) else { return .nan }
+            return Double(t) ?? .nan
+        case .object(let o):
+            if let date = o.date { return date }
+            if let array = o.array {
+                if array.isEmpty { return 0 }
+                if array.count == 1 { return array[0].toNumber() }
+                return .nan
+            }
+            return .nan
+        }
+    }
+
+    /// `ToInt32`.
+    func toInt32() -> Int32 {
+        let n = toNumber()
+        guard n.isFinite else { return 0 }
+        let truncated = n < 0 ? -(-n).rounded(.down) : n.rounded(.down)
+        let wrapped = truncated.truncatingRemainder(dividingBy: 4_294_967_296)
+        return Int32(truncatingIfNeeded: Int64(wrapped))
+    }
+
+    /// `ToPropertyKey`.
+    func toKey() -> String { toDisplayString() }
+}
+
+/// A JavaScript object: properties in insertion order, and what makes it special (an array's
+/// elements, a function, a date, a regular expression).
+public final class JSObject {
+    var properties: [String: JSValue] = [:]
+    var keyOrder: [String] = []
+    var prototype: JSObject?
+    var className = "Object"
+    /// An array's elements.
+    var array: [JSValue]?
+    var callable: Callable?
+    /// A date's time value (milliseconds since 1970).
+    var date: Double?
+    var regex: JSRegex?
+
+    init(prototype: JSObject? = nil, className: String = "Object") {
+        self.prototype = prototype
+        self.className = className
+    }
+
+    func get(_ key: String) -> JSValue {
+        if let array {
+            if key == "length" { return .number(Double(array.count)) }
+            if let i = Int(key), i >= 0 { return i < array.count ? array[i] : .undefined }
+        }
+        var object: JSObject? = self
+        while let o = object {
+            if let v = o.properties[key] { return v }
+            object = o.prototype
+        }
+        return .undefined
+    }
+
+    func hasOwn(_ key: String) -> Bool {
+        if let array, key == "length" || Int(key).map({ $0 >= 0 && $0 < array.count }) == true { return true }
+        return properties[key] != nil
+    }
+
+    func has(_ key: String) -> Bool {
+        var object: JSObject? = self
+        while let o = object {
+            if o.hasOwn(key) { return true }
+            object = o.prototype
+        }
+        return false
+    }
+
+    func set(_ key: String, _ value: JSValue) {
+        if array != nil {
+            if key == "length" {
+                let n = max(0, Int(value.toNumber().isFinite ? value.toNumber() : 0))
+                if n < array!.count {
+                    array!.removeLast(array!.count - n)
+                } else {
+                    array! += Array(repeating: .undefined, count: n - array!.count)
+                }
+                return
+            }
+            if let i = Int(key), i >= 0, i < 10_000_000 {
+                if i >= array!.count { array! += Array(repeating: .undefined, count: i - array!.count + 1) }
+                array![i] = value
+                return
+            }
+        }
+        if properties[key] == nil { keyOrder.append(key) }
+        properties[key] = value
+    }
+
+    func delete(_ key: String) {
+        if array != nil, let i = Int(key), i >= 0, i < array!.count {
+            array![i] = .undefined
+            return
+        }
+        if properties.removeValue(forKey: key) != nil { keyOrder.removeAll { $0 == key } }
+    }
+
+    /// Own enumerable keys, in JavaScript's order (integer keys first, ascending).
+    var ownKeys: [String] {
+        if let array { return array.indices.map(String.init) + keyOrder }
+        let integers = keyOrder.compactMap { key -> (Int, String)? in
+            guard let i = Int(key), i >= 0, String(i) == key else { return nil }
+            return (i, key)
+        }.sorted { $0.0 < $1.0 }.map(\.1)
+        let names = keyOrder.filter { key in Int(key).map { $0 < 0 || String($0) != key } ?? true }
+        return integers + names
+    }
+}
+
+/// A compiled regular expression.
+final class JSRegex {
+    let source: String
+    let flags: String
+    let expression: NSRegularExpression
+    var global: Bool { flags.contains("g") }
+
+    init(source: String, flags: String) throws {
+        self.source = source
+        self.flags = flags
+        var options: NSRegularExpression.Options = []
+        if flags.contains("i") { options.insert(.caseInsensitive) }
+        if flags.contains("m") { options.insert(.anchorsMatchLines) }
+        if flags.contains("s") { options.insert(.dotMatchesLineSeparators) }
+        expression = try NSRegularExpression(pattern: source, options: options)
+    }
+}
+
+/// What a function does when called.
+enum Callable {
+    case user(FunctionNode, Scope, thisValue: JSValue?)
+    case native(name: String, (_ interpreter: Interpreter, _ this: JSValue, _ args: [JSValue]) throws -> JSValue)
+}
+
+/// A lexical scope.
+final class Scope {
+    private var bindings: [String: JSValue] = [:]
+    let parent: Scope?
+    /// Function scopes take `var` declarations.
+    let isFunction: Bool
+
+    init(parent: Scope?, isFunction: Bool = false) {
+        self.parent = parent
+        self.isFunction = isFunction
+    }
+
+    func lookup(_ name: String) -> JSValue? {
+        var scope: Scope? = self
+        while let s = scope {
+            if let v = s.bindings[name] { return v }
+            scope = s.parent
+        }
+        return nil
+    }
+
+    func declare(_ name: String, _ value: JSValue) { bindings[name] = value }
+
+    /// Declares `name` in the nearest function scope (for `var` and function declarations).
+    func declareVar(_ name: String, _ value: JSValue?) {
+        var scope = self
+        while !scope.isFunction, let parent = scope.parent { scope = parent }
+        if let value {
+            scope.bindings[name] = value
+        } else if scope.bindings[name] == nil {
+            scope.bindings[name] = .undefined
+        }
+    }
+
+    /// Assigns to the nearest binding of `name`; false when there is none.
+    func assign(_ name: String, _ value: JSValue) -> Bool {
+        var scope: Scope? = self
+        while let s = scope {
+            if s.bindings[name] != nil {
+                s.bindings[name] = value
+                return true
+            }
+            scope = s.parent
+        }
+        return false
+    }
+
+    var root: Scope {
+        var scope = self
+        while let parent = scope.parent { scope = parent }
+        return scope
+    }
+}
+
+/// A value thrown by JavaScript (`throw`), or an error the interpreter raises as JavaScript would.
+public struct JSThrown: Error, @unchecked Sendable {
+    // @unchecked Sendable: the value never leaves the thread of the interpreter that threw it
+    // (callers turn it into JSON there).
+    public let value: JSValue
+}
+
+/// The interpreter ran out of its step or depth budget (a `while (true) {}`, a runaway recursion).
+public struct JSBudgetExceeded: Error, CustomStringConvertible {
+    public let description: String
+}
