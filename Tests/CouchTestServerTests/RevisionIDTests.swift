@@ -162,3 +162,86 @@ import Testing
         #expect(index?["language"] == "javascript")
     }
 }
+
+/// JavaScript in design documents, run as CouchDB runs it.
+@Suite struct EngineJavaScriptTests {
+    @Test func designDocumentsWhoseFunctionsDoNotCompileAreRefused() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        let notAFunction = engine.send("PUT", "/db/_design/a", json: ["views": ["v": ["map": "'not a function'"]]])
+        #expect(notAFunction.status == 400)
+        #expect(notAFunction.json["error"] == "compilation_error")
+        let badReduce = engine.send(
+            "PUT", "/db/_design/b",
+            json: ["views": ["v": ["map": "function(doc) { emit(1, 1); }", "reduce": "function(k, v) { return"]]])
+        #expect(badReduce.json["error"] == "compilation_error")
+        let badValidate = engine.send("PUT", "/db/_design/c", json: ["validate_doc_update": "function(n) { if ("])
+        #expect(badValidate.json["error"] == "compilation_error")
+        #expect(
+            engine.send("PUT", "/db/_design/d", json: ["filters": ["f": "function(doc, req) { return true; }"]]).status
+                == 201)
+    }
+
+    @Test func validateDocUpdateForbidsAndRequiresAuthorization() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        engine.send(
+            "PUT", "/db/_design/rules",
+            json: [
+                "validate_doc_update": """
+                function(newDoc, oldDoc, userCtx, secObj) {
+                  if (newDoc._deleted) return;
+                  if (!newDoc.title) throw({forbidden: 'A title is required.'});
+                  if (newDoc.locked && userCtx.roles.indexOf('_admin') === -1) throw({unauthorized: 'Admins only.'});
+                  if (oldDoc && oldDoc.title !== newDoc.title) throw({forbidden: 'Titles do not change.'});
+                }
+                """
+            ])
+        #expect(engine.send("PUT", "/db/ok", json: ["title": "t"]).status == 201)
+        let untitled = engine.send("PUT", "/db/bad", json: ["n": 1])
+        #expect(untitled.status == 403)
+        #expect(untitled.json == ["error": "forbidden", "reason": "A title is required."])
+        let rev = engine.send("GET", "/db/ok").json["_rev"]!
+        let renamed = engine.send("PUT", "/db/ok", json: ["_rev": rev, "title": "other"])
+        #expect(renamed.json["reason"] == "Titles do not change.")
+        let bulk = engine.send("POST", "/db/_bulk_docs", json: ["docs": [["_id": "x", "title": "y"], ["_id": "z"]]])
+            .json
+        #expect(bulk.arrayValue?.map { $0["error"] } == [nil, "forbidden"])
+        #expect(engine.send("DELETE", "/db/ok?rev=\(rev.stringValue!)").status == 200)
+    }
+
+    @Test func javascriptReduceWithRereduceAndFilters() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        let docs: [JSON] = (0..<250).map {
+            ["_id": .string(String(format: "d%03d", $0)), "n": .int(Int64($0)), "odd": .bool($0 % 2 == 1)]
+        }
+        engine.send("POST", "/db/_bulk_docs", json: ["docs": .array(docs)])
+        engine.send(
+            "PUT", "/db/_design/app",
+            json: [
+                "views": [
+                    "total": [
+                        "map": "function(doc) { emit(doc.odd, doc.n); }",
+                        // Counts its rereduce calls in the result, to see that it was called.
+                        "reduce": """
+                        function(keys, values, rereduce) {
+                          if (rereduce) { return {sum: sum(values.map(function (v) { return v.sum; })), rereduced: true}; }
+                          return {sum: sum(values), rereduced: false};
+                        }
+                        """,
+                    ]
+                ],
+                "filters": ["odd": "function(doc, req) { return doc.odd === true && req.query.min <= doc.n; }"],
+            ])
+        let all = engine.send("GET", "/db/_design/app/_view/total").json["rows"]?.arrayValue?.first?["value"]
+        #expect(all?["sum"] == .int(Int64((0..<250).reduce(0, +))))
+        #expect(all?["rereduced"] == true)  // 250 rows: reduced in chunks, then rereduced
+        let grouped = engine.send("GET", "/db/_design/app/_view/total?group=true").json["rows"]?.arrayValue ?? []
+        #expect(grouped.count == 2)
+        let filtered = engine.send("GET", "/db/_changes?filter=app/odd&min=240").json["results"]?.arrayValue ?? []
+        #expect(Set(filtered.compactMap { $0["id"]?.stringValue }) == ["d241", "d243", "d245", "d247", "d249"])
+        let byView = engine.send("GET", "/db/_changes?filter=_view&view=app/total").json["results"]?.arrayValue ?? []
+        #expect(byView.count == 250)
+    }
+}

@@ -16,30 +16,9 @@ struct ExpectedDifference: Sendable {
 }
 
 enum ExpectedDifferences {
-    static let jsMap = "needs a JavaScript map function (no JavaScript in the TestServer)"
-
-    /// Every step the TestServer answers differently on purpose, with the reason.
-    static let all: [ExpectedDifference] = [
-        ExpectedDifference(scenario: "views", step: "s05", reason: jsMap),
-        ExpectedDifference(scenario: "views", step: "s06", reason: jsMap),
-        ExpectedDifference(scenario: "views", step: "s08", reason: jsMap),
-        ExpectedDifference(scenario: "views", step: "s09", reason: jsMap),
-        ExpectedDifference(scenario: "views", step: "s10", reason: jsMap),
-        ExpectedDifference(scenario: "views", step: "s12", reason: jsMap),
-        ExpectedDifference(scenario: "views", step: "s13", reason: jsMap),
-        ExpectedDifference(scenario: "views", step: "s14", reason: jsMap),
-        ExpectedDifference(scenario: "views", step: "s15", reason: jsMap + " (built-in _count reduce)"),
-        ExpectedDifference(scenario: "views", step: "s16", reason: jsMap + " (built-in _count reduce)"),
-        ExpectedDifference(scenario: "views", step: "s17", reason: jsMap),
-        ExpectedDifference(scenario: "views", step: "s19", reason: jsMap + " (built-in _sum reduce)"),
-        ExpectedDifference(scenario: "views", step: "s20", reason: jsMap + " (built-in _stats reduce)"),
-        ExpectedDifference(
-            scenario: "views", step: "s21", reason: "needs a JavaScript map and a JavaScript reduce function"),
-        ExpectedDifference(scenario: "views", step: "s22", reason: jsMap + " (built-in _sum reduce, group_level)"),
-        ExpectedDifference(scenario: "views", step: "s23", reason: jsMap + " (view collation)"),
-        ExpectedDifference(scenario: "views", step: "s24", reason: jsMap + " that throws for some documents"),
-        ExpectedDifference(scenario: "partitioned", step: "s11", reason: jsMap + " (partitioned view)"),
-    ]
+    /// Every step the TestServer answers differently on purpose, with the reason. None since
+    /// the TestServer runs JavaScript (CouchJS).
+    static let all: [ExpectedDifference] = []
 
     static func find(scenario: String, step: String) -> ExpectedDifference? {
         all.first { $0.scenario == scenario && $0.step == step }

@@ -59,7 +59,8 @@ public final class Interpreter {
         global.declare(name, .object(makeFunction(name, body)))
     }
 
-    func log(_ line: String) { logs.append(line) }
+    /// Records a log line (`log()` in design functions, and errors the host notes).
+    public func log(_ line: String) { logs.append(line) }
 
     private func budgeted(_ body: () throws -> JSValue) throws -> JSValue {
         let outermost = depth == 0

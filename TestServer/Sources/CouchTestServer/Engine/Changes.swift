@@ -8,6 +8,8 @@ struct ChangesArgs {
         case docIDs([String])
         case selector(MangoSelector)
         case design
+        /// A design document's filter function, or a view's map function (`filter=_view`).
+        case function(@Sendable (JSON) -> Bool)
     }
 
     var feed = "normal"
@@ -101,21 +103,30 @@ extension CouchEngine {
             guard parts.count == 2 else {
                 throw CouchError.badRequest("`view` must be of the form `designname/viewname`")
             }
-            let ddoc = db.withLock { db.docs["_design/" + parts[0]].flatMap { $0.isDeleted ? nil : $0.winner?.body } }
+            let ddoc = db.withLock { designDocument(db, "_design/" + parts[0]) }
             guard let ddoc else { throw CouchError.notFound("missing") }
             guard ddoc["views"]?[parts[1]] != nil else { throw CouchError.notFound("missing_named_view") }
-            throw javascriptNotSupported("view \(view) used as a _changes filter")
+            args.filter = .function(
+                try javascriptViewFilter(db, ddocID: "_design/" + parts[0], ddoc: ddoc, view: parts[1]))
         case let name?:
             let parts = name.split(separator: "/", maxSplits: 1).map(String.init)
             guard parts.count == 2 else {
                 throw CouchError.badRequest("`filter` must be of the form `designname/filtername`")
             }
-            let ddoc = db.withLock { db.docs["_design/" + parts[0]].flatMap { $0.isDeleted ? nil : $0.winner?.body } }
+            let ddoc = db.withLock { designDocument(db, "_design/" + parts[0]) }
             guard let ddoc else { throw CouchError.notFound("missing") }
             guard ddoc["filters"]?[parts[1]] != nil else { throw CouchError.notFound("missing json key: \(parts[1])") }
-            throw javascriptNotSupported("filter \(name)")
+            args.filter = .function(
+                try javascriptFilter(
+                    db, ddocID: "_design/" + parts[0], ddoc: ddoc, name: parts[1], request: filterRequest(ctx, db)))
         }
         return args
+    }
+
+    /// A live design document as stored, with `_id` and `_rev` (lock held).
+    func designDocument(_ db: Database, _ id: String) -> JSON? {
+        guard let entry = db.docs[id], let winner = entry.winner, !winner.deleted else { return nil }
+        return renderDocument(entry, winner, DocRenderOptions())
     }
 
     func javascriptNotSupported(_ what: String) -> CouchError {
@@ -137,7 +148,7 @@ extension CouchEngine {
         switch args.filter {
         case .docIDs(let ids): return ids.contains(entry.id)
         case .design: return entry.id.hasPrefix("_design/")
-        case .selector, .none: return true
+        case .selector, .none, .function: return true
         }
     }
 
@@ -148,6 +159,9 @@ extension CouchEngine {
             var opts = DocRenderOptions()
             opts.conflicts = false
             return selector.matches(renderDocument(entry, winner, opts))
+        }
+        if case .function(let passes) = args.filter {
+            return passes(renderDocument(entry, winner, DocRenderOptions()))
         }
         return true
     }

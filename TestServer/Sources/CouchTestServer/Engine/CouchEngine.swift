@@ -60,6 +60,8 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
     let uuids = UUIDGenerator()
     let node: NodeState
     let cluster: ClusterState
+    /// Design documents' JavaScript, compiled per design document revision.
+    let javaScript = JavaScriptFunctions()
     let scheduler = ReplicationScheduler()
     private let replicatorQueue = DispatchQueue(label: "CouchEngine.replicator")
     private let dataDirectory: DataDirectory?

@@ -26,6 +26,8 @@ final class Database: @unchecked Sendable {
     let cond = NSCondition()
 
     var docs: [String: DocEntry] = [:]
+    /// The ids of the design documents (live or deleted), kept so that every write need not scan.
+    private(set) var designIDs = Set<String>()
     private var sortedIDCache: [String]?
     /// (seq, id) for every change, in order; entries whose seq is no longer the doc's latest are skipped.
     private var seqLog: [(seq: Int, id: String)] = []
@@ -188,6 +190,7 @@ final class Database: @unchecked Sendable {
         entry.seq = seq
         docs[id] = entry
         if before == nil { sortedIDCache = nil }
+        if id.hasPrefix("_design/") { designIDs.insert(id) }
         let a = countState(before)
         let b = countState(entry)
         docCount += b.live - a.live
@@ -371,6 +374,7 @@ final class Database: @unchecked Sendable {
         let a = countState(before)
         if entry.nodes.isEmpty {
             docs.removeValue(forKey: id)
+            designIDs.remove(id)
             sortedIDCache = nil
             docCount -= a.live
             delCount -= a.deleted
@@ -450,6 +454,7 @@ final class Database: @unchecked Sendable {
         let copy = Database(
             name: name, instanceStartTime: instanceStartTime, partitioned: partitioned, q: q, n: n, security: security)
         copy.docs = docs
+        copy.designIDs = designIDs
         copy.local = local
         copy.seqLog = seqLog
         copy.shardLogs = shardLogs
@@ -466,10 +471,12 @@ final class Database: @unchecked Sendable {
     /// Takes `other`'s design documents as they are now (both locks held): a lagging copy still
     /// answers with the current design documents, which CouchDB reads with a quorum.
     func takeDesignDocuments(from other: Database) {
-        for (id, entry) in other.docs where id.hasPrefix("_design/") {
+        for id in other.designIDs {
+            guard let entry = other.docs[id] else { continue }
             if docs[id]?.seq != entry.seq {
                 if docs[id] == nil { sortedIDCache = nil }
                 docs[id] = entry
+                designIDs.insert(id)
             }
         }
     }

@@ -173,6 +173,10 @@ extension CouchEngine {
                     )
                 }
             }
+            try checkDesignFunctionsCompile(doc.body)
+        }
+        if !id.hasPrefix("_local/") {
+            try runValidations(db, id: id, doc: doc, user: user)
         }
         if db.name == "_users", !id.hasPrefix("_design/"), !doc.deleted {
             try validateUserDoc(&doc, id: id)

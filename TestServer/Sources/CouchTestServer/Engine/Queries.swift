@@ -213,26 +213,32 @@ extension CouchEngine {
                     extra: [CouchError.ref()])
             }
         }
+        let language = ddoc["language"]?.stringValue ?? "javascript"
         let rows = try db.withLock { () throws(CouchError) -> [ViewRow]? in
-            try nativeViewRows(db, ddoc: ddoc, view: viewDef, partition: partition)
+            if let native = try nativeViewRows(db, ddoc: ddoc, view: viewDef, partition: partition) { return native }
+            guard language == "javascript" else { return nil }
+            return try javascriptViewRows(db, ddocID: ddocID, ddoc: ddoc, view: view, partition: partition)
         }
         guard let rows else {
-            let language = ddoc["language"]?.stringValue ?? "javascript"
-            throw javascriptNotSupported("view \(ddocID)/_view/\(view) (language \(language))")
+            throw CouchError(
+                400, "unknown_query_language", "The view \(ddocID)/_view/\(view) is in language \(language).")
         }
         let reduce = viewDef["reduce"]?.stringValue
+        let jsReduce: ([ViewRow]) throws(CouchError) -> JSON = { (group) throws(CouchError) -> JSON in
+            try self.javascriptReduce(db, ddocID: ddocID, ddoc: ddoc, view: view, rows: group)
+        }
         if ctx.method == "POST", let queries = try request.jsonObjectBody()["queries"]?.arrayValue {
             var results: [String] = []
             for query in queries {
                 var a = try ViewArgs(query: request)
                 try a.apply(query)
-                var text = try runView(db, rows: rows, reduce: reduce, args: a)
+                var text = try runView(db, rows: rows, reduce: reduce, args: a, jsReduce: jsReduce)
                 if text.hasSuffix("\n") { text.removeLast() }
                 results.append(text)
             }
             return Reply.text(200, "{\"results\":[\r\n" + results.joined(separator: ",\r\n") + "\r\n]}\n")
         }
-        return Reply.text(200, try runView(db, rows: rows, reduce: reduce, args: args))
+        return Reply.text(200, try runView(db, rows: rows, reduce: reduce, args: args, jsReduce: jsReduce))
     }
 
     // MARK: - Partitions

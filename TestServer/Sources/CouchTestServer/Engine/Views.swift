@@ -77,7 +77,10 @@ extension CouchEngine {
     }
 
     /// Runs a view query over computed rows: ranges, keys, direction, paging, include_docs and built-in reduces.
-    func runView(_ db: Database, rows: [ViewRow], reduce: String?, args: ViewArgs) throws(CouchError) -> String {
+    func runView(
+        _ db: Database, rows: [ViewRow], reduce: String?, args: ViewArgs,
+        jsReduce: (([ViewRow]) throws(CouchError) -> JSON)? = nil
+    ) throws(CouchError) -> String {
         func inRange(_ row: ViewRow) -> Bool {
             let dir = args.descending ? -1 : 1
             if let key = args.key {
@@ -100,6 +103,10 @@ extension CouchEngine {
         var offset = 0
         if let keys = args.keys {
             selected = keys.flatMap { key in ordered.filter { Collation.compare($0.key, key) == 0 } }
+            // CouchDB reports an offset for key queries too (where the first row sits).
+            if let first = selected.first {
+                offset = ordered.firstIndex { $0.id == first.id && $0.key == first.key } ?? 0
+            }
         } else {
             selected = ordered.filter(inRange)
             if let first = selected.first,
@@ -128,7 +135,18 @@ extension CouchEngine {
                     groups.append((key, [row]))
                 }
             }
-            var out = groups.map { key, rows in JSON.object([("key", key), ("value", builtinReduce(reduce, rows))]) }
+            var out: [JSON] = []
+            for (key, group) in groups {
+                let value: JSON
+                if reduce.hasPrefix("_") {
+                    value = builtinReduce(reduce, group)
+                } else if let jsReduce {
+                    value = try jsReduce(group)
+                } else {
+                    value = .null
+                }
+                out.append(JSON.object([("key", key), ("value", value)]))
+            }
             out = Array(out.dropFirst(args.skip))
             if let limit = args.limit { out = Array(out.prefix(limit)) }
             return "{\"rows\":[\r\n" + out.map(\.serialized).joined(separator: ",\r\n") + "\r\n]}\n"
@@ -147,7 +165,7 @@ extension CouchEngine {
             return .object(pairs)
         }
         return rowsBody(
-            totalRows: .int(Int64(rows.count)), offset: args.keys == nil ? .int(Int64(offset + args.skip)) : .null,
+            totalRows: .int(Int64(rows.count)), offset: .int(Int64(offset + args.skip)),
             updateSeq: args.updateSeq
                 ? SequenceToken.encode(position: db.withLock { db.currentPosition }, db: db.name) : nil, rows: out
         )

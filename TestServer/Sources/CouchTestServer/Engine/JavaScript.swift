@@ -1,0 +1,285 @@
+import CouchJS
+import CouchQuery
+import Foundation
+
+/// Design documents' JavaScript, run with CouchJS as CouchDB runs it with its query server: map
+/// and reduce functions of views, `validate_doc_update` on every write, `_changes` filters, and a
+/// compilation check of every function when a design document is saved.
+///
+/// Each design document revision gets one `JSQueryServer` (compiled functions kept), used under
+/// one lock: the interpreter is not thread-safe, and a TestServer needs no parallel JavaScript.
+final class JavaScriptFunctions: @unchecked Sendable {
+    // @unchecked Sendable: `servers` and every use of a server are under `lock`.
+    private let lock = NSLock()
+    private var servers: [String: (server: JSQueryServer, functions: [String: JSValue])] = [:]
+    /// Computed view rows, per view and database state.
+    private var viewRows: [String: [ViewRow]] = [:]
+
+    /// Runs `body` with the query server of a design document revision (made on first use).
+    func with<T>(
+        _ key: String, ddoc: JSON, _ body: (JSQueryServer, inout [String: JSValue]) throws(CouchError) -> T
+    ) throws(CouchError) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        var entry = servers[key] ?? (JSQueryServer(designDocument: ddoc), [:])
+        defer { servers[key] = entry }
+        if servers.count > 200 { servers.removeAll() }
+        return try body(entry.server, &entry.functions)
+    }
+
+    func cachedRows(_ key: String) -> [ViewRow]? {
+        lock.lock()
+        defer { lock.unlock() }
+        return viewRows[key]
+    }
+
+    func storeRows(_ key: String, _ rows: [ViewRow]) {
+        lock.lock()
+        if viewRows.count > 100 { viewRows.removeAll() }
+        viewRows[key] = rows
+        lock.unlock()
+    }
+}
+
+extension CouchEngine {
+    /// Compiles (or takes the compiled) function at `path` of a design document revision.
+    private func function(
+        _ server: JSQueryServer, _ cache: inout [String: JSValue], path: String, source: String
+    ) throws(CouchError) -> JSValue {
+        if let f = cache[path] { return f }
+        do {
+            let f = try server.compile(source)
+            cache[path] = f
+            return f
+        } catch {
+            throw CouchError(400, "compilation_error", "\(error)")
+        }
+    }
+
+    private func serverKey(_ db: Database, _ ddocID: String, _ ddoc: JSON) -> String {
+        db.name + "\u{0}" + ddocID + "\u{0}" + (ddoc["_rev"]?.stringValue ?? Crypto.hex(Crypto.md5(ddoc.data)))
+    }
+
+    // MARK: - Saving a design document
+
+    /// Refuses a JavaScript design document whose functions do not compile, as CouchDB does
+    /// (400 `compilation_error`, naming the function).
+    func checkDesignFunctionsCompile(_ body: JSON) throws(CouchError) {
+        guard (body["language"]?.stringValue ?? "javascript") == "javascript" else { return }
+        let server = JSQueryServer(designDocument: body)
+        func check(_ source: JSON?, _ what: String) throws(CouchError) {
+            guard let source else { return }
+            guard case .string(let text) = source else {
+                throw CouchError(400, "compilation_error", "Compilation of the \(what) failed: not a string.")
+            }
+            if what.hasPrefix("reduce"), text.hasPrefix("_") { return }  // a built-in reduce
+            do {
+                _ = try server.compile(text)
+            } catch {
+                throw CouchError(400, "compilation_error", "Compilation of the \(what) failed: \(error)")
+            }
+        }
+        for (view, def) in (body["views"] ?? [:]).members {
+            try check(def["map"], "map function in the '\(view)' view")
+            try check(def["reduce"], "reduce function in the '\(view)' view")
+        }
+        try check(body["validate_doc_update"], "validate_doc_update function")
+        for section in ["filters", "shows", "lists", "updates"] {
+            for (name, source) in (body[section] ?? [:]).members {
+                try check(source, "\(section.dropLast()) function '\(name)'")
+            }
+        }
+    }
+
+    // MARK: - validate_doc_update
+
+    /// Runs every design document's `validate_doc_update` on a write (lock not held): a thrown
+    /// `{forbidden: …}` refuses it with 403, `{unauthorized: …}` with 401.
+    func runValidations(_ db: Database, id: String, doc: ParsedDoc, user: UserContext) throws(CouchError) {
+        let (validators, oldDoc, security) = db.withLock { () -> ([(String, JSON)], JSON, JSON) in
+            var validators: [(String, JSON)] = []
+            for ddocID in db.designIDs.sorted() {
+                guard let entry = db.docs[ddocID], let winner = entry.winner, !winner.deleted, let body = winner.body,
+                    (body["language"]?.stringValue ?? "javascript") == "javascript", body["validate_doc_update"] != nil
+                else { continue }
+                // `_users/_design/_auth`: the engine enforces those rules natively.
+                if db.name == "_users", ddocID == "_design/_auth" { continue }
+                validators.append((ddocID, renderDocument(entry, winner, DocRenderOptions())))
+            }
+            var old: JSON = .null
+            if !validators.isEmpty, let entry = db.docs[id], let winner = entry.winner, !winner.deleted {
+                old = renderDocument(entry, winner, DocRenderOptions())
+            }
+            return (validators, old, db.security)
+        }
+        guard !validators.isEmpty else { return }
+        var members: [(String, JSON)] = [("_id", .string(id))]
+        if let rev = doc.rev { members.append(("_rev", .string(rev))) }
+        members += doc.body.members
+        if doc.deleted { members.append(("_deleted", true)) }
+        let newDoc = JSON.object(members)
+        let userCtx: JSON = [
+            "db": .string(db.name), "name": user.name.map(JSON.string) ?? .null,
+            "roles": .array(user.roles.map(JSON.string)),
+        ]
+        for (ddocID, ddoc) in validators {
+            guard case .string(let source)? = ddoc["validate_doc_update"] else { continue }
+            try javaScript.with(serverKey(db, ddocID, ddoc), ddoc: ddoc) { (server, cache) throws(CouchError) in
+                let validate = try function(server, &cache, path: "validate_doc_update", source: source)
+                do throws(JSQueryServer.Failure) {
+                    _ = try server.call(validate, [newDoc, oldDoc, userCtx, security])
+                } catch {
+                    if let message = error.thrownObject?["forbidden"] {
+                        throw CouchError(403, "forbidden", message.stringValue ?? message.serialized)
+                    }
+                    if let message = error.thrownObject?["unauthorized"] {
+                        throw CouchError(401, "unauthorized", message.stringValue ?? message.serialized)
+                    }
+                    throw CouchError(500, "error", "validate_doc_update in \(ddocID) failed: \(error)")
+                }
+            }
+        }
+    }
+
+    // MARK: - Views
+
+    /// The rows of a JavaScript view: its map function over every document (lock held), sorted
+    /// by key then id. A document for which the map function throws is skipped, as CouchDB does.
+    func javascriptViewRows(_ db: Database, ddocID: String, ddoc: JSON, view: String, partition: String?)
+        throws(CouchError) -> [ViewRow]
+    {
+        guard case .string(let source)? = ddoc["views"]?[view]?["map"] else {
+            throw CouchError.notFound("missing_named_view")
+        }
+        let key = serverKey(db, ddocID, ddoc)
+        let stateKey =
+            key + "\u{0}" + view + "\u{0}" + (partition ?? "") + "\u{0}" + String(db.updateSeq)
+            + "\u{0}" + String(ObjectIdentifier(db).hashValue)
+        if let rows = javaScript.cachedRows(stateKey) { return rows }
+        let prefix = partition.map { $0 + ":" }
+        var docs: [(String, JSON)] = []
+        for id in db.sortedIDs where !id.hasPrefix("_design/") {
+            if let prefix, !id.hasPrefix(prefix) { continue }
+            guard let entry = db.docs[id], let winner = entry.winner, !winner.deleted else { continue }
+            docs.append((id, renderDocument(entry, winner, DocRenderOptions())))
+        }
+        let rows = try javaScript.with(key, ddoc: ddoc) { (server, cache) throws(CouchError) -> [ViewRow] in
+            let map = try function(server, &cache, path: "views/\(view)/map", source: source)
+            var rows: [ViewRow] = []
+            for (id, doc) in docs {
+                do {
+                    for emitted in try server.map(map, doc) {
+                        rows.append(ViewRow(key: emitted.key, id: id, value: emitted.value))
+                    }
+                } catch {
+                    server.interpreter.log("function raised exception \(error) with doc._id \(id)")
+                }
+            }
+            return rows
+        }
+        let sorted = rows.sorted { a, b in
+            let c = Collation.compare(a.key, b.key)
+            return c != 0 ? c < 0 : Collation.compareRaw(a.id, b.id) < 0
+        }
+        javaScript.storeRows(stateKey, sorted)
+        return sorted
+    }
+
+    /// A JavaScript reduce over a group of rows, as CouchDB runs it: in chunks, then a rereduce
+    /// of the chunks' results.
+    func javascriptReduce(_ db: Database, ddocID: String, ddoc: JSON, view: String, rows: [ViewRow])
+        throws(CouchError) -> JSON
+    {
+        guard case .string(let source)? = ddoc["views"]?[view]?["reduce"] else { return .null }
+        return try javaScript.with(serverKey(db, ddocID, ddoc), ddoc: ddoc) {
+            (server, cache) throws(CouchError) -> JSON in
+            let reduce = try function(server, &cache, path: "views/\(view)/reduce", source: source)
+            func run(_ keys: [JSON]?, _ values: [JSON], _ rereduce: Bool) throws(CouchError) -> JSON {
+                do {
+                    return try server.reduce(reduce, keys: keys, values: values, rereduce: rereduce)
+                } catch {
+                    throw CouchError(500, "reduce_error", "\(error)")
+                }
+            }
+            let chunkSize = 100
+            if rows.count <= chunkSize {
+                return try run(rows.map { .array([$0.key, .string($0.id)]) }, rows.map(\.value), false)
+            }
+            var partials: [JSON] = []
+            var start = 0
+            while start < rows.count {
+                let chunk = rows[start..<min(start + chunkSize, rows.count)]
+                partials.append(try run(chunk.map { .array([$0.key, .string($0.id)]) }, chunk.map(\.value), false))
+                start += chunkSize
+            }
+            return try run(nil, partials, true)
+        }
+    }
+
+    // MARK: - _changes filters
+
+    /// A `_changes` filter function of a design document (lock not held by the caller at call time).
+    func javascriptFilter(_ db: Database, ddocID: String, ddoc: JSON, name: String, request: JSON)
+        throws(CouchError) -> @Sendable (JSON) -> Bool
+    {
+        guard case .string(let source)? = ddoc["filters"]?[name] else {
+            throw CouchError.notFound("missing json key: \(name)")
+        }
+        let key = serverKey(db, ddocID, ddoc)
+        let functions = javaScript
+        _ = try functions.with(key, ddoc: ddoc) { (server, cache) throws(CouchError) in
+            _ = try function(server, &cache, path: "filters/\(name)", source: source)
+        }
+        return { doc in
+            (try? functions.with(key, ddoc: ddoc) { (server, cache) throws(CouchError) -> Bool in
+                guard let filter = cache["filters/\(name)"] else { return false }
+                return ((try? server.call(filter, [doc, request])) ?? nil).map { json -> Bool in
+                    switch json {
+                    case .bool(let b): return b
+                    case .null: return false
+                    case .int(let i): return i != 0
+                    case .double(let d): return d != 0
+                    case .string(let s): return !s.isEmpty
+                    default: return true
+                    }
+                } ?? false
+            }) ?? false
+        }
+    }
+
+    /// A view used as a `_changes` filter (`filter=_view`): a document passes when the map
+    /// function emits anything for it.
+    func javascriptViewFilter(_ db: Database, ddocID: String, ddoc: JSON, view: String)
+        throws(CouchError) -> @Sendable (JSON) -> Bool
+    {
+        guard case .string(let source)? = ddoc["views"]?[view]?["map"] else {
+            throw CouchError.notFound("missing_named_view")
+        }
+        let key = serverKey(db, ddocID, ddoc)
+        let functions = javaScript
+        _ = try functions.with(key, ddoc: ddoc) { (server, cache) throws(CouchError) in
+            _ = try function(server, &cache, path: "views/\(view)/map", source: source)
+        }
+        return { doc in
+            // Map functions never see design documents.
+            if doc["_id"]?.stringValue?.hasPrefix("_design/") == true { return false }
+            return
+                (try? functions.with(key, ddoc: ddoc) { (server, cache) throws(CouchError) -> Bool in
+                    guard let map = cache["views/\(view)/map"] else { return false }
+                    return !((try? server.map(map, doc)) ?? []).isEmpty
+                }) ?? false
+        }
+    }
+
+    /// The `req` object a filter function gets.
+    func filterRequest(_ ctx: RequestContext, _ db: Database) -> JSON {
+        let query = JSON.object(ctx.request.query.map { ($0.name, JSON.string($0.value)) })
+        return [
+            "info": ["db_name": .string(db.name)], "method": .string(ctx.method), "query": query,
+            "userCtx": [
+                "db": .string(db.name), "name": ctx.user.name.map(JSON.string) ?? .null,
+                "roles": .array(ctx.user.roles.map(JSON.string)),
+            ],
+        ]
+    }
+}
