@@ -182,3 +182,32 @@ import Testing
         #expect(server.logs == ["seen a"])
     }
 }
+
+@Suite struct RenderingTests {
+    @Test func showListAndUpdate() throws {
+        let server = JSQueryServer()
+        let show = try server.compile("function(doc, req) { return {code: 202, json: {id: doc._id, q: req.query.q}}; }")
+        let shown = try server.show(show, doc: ["_id": "a"], req: ["query": ["q": "x"]])
+        #expect(shown.code == 202)
+        #expect(String(decoding: shown.body, as: UTF8.self) == #"{"id":"a","q":"x"}"#)
+        #expect(shown.headers.contains { $0 == ("Content-Type", "application/json") })
+
+        let list = try server.compile(
+            "function(head, req) { start({headers: {'Content-Type': 'text/plain'}}); var r; while ((r = getRow())) { send(r.key + ';'); } return 'total ' + head.total_rows; }"
+        )
+        let listed = try server.list(list, head: ["total_rows": 2], req: [:], rows: [["key": "a"], ["key": "b"]])
+        #expect(String(decoding: listed.body, as: UTF8.self) == "a;b;total 2")
+
+        let update = try server.compile(
+            "function(doc, req) { doc.n = (doc.n || 0) + 1; return [doc, 'now ' + doc.n]; }")
+        let (doc, response) = try server.update(update, doc: ["_id": "a", "n": 1], req: [:])
+        #expect(doc?["n"] == 2)
+        #expect(String(decoding: response.body, as: UTF8.self) == "now 2")
+
+        let provides = try server.compile(
+            "function(doc, req) { provides('json', function() { return toJSON({ok: true}); }); provides('html', function() { return '<p>ok</p>'; }); }"
+        )
+        let negotiated = try server.show(provides, doc: nil, req: ["headers": ["Accept": "text/html"]])
+        #expect(String(decoding: negotiated.body, as: UTF8.self) == "<p>ok</p>")
+    }
+}

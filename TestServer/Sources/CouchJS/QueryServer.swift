@@ -63,6 +63,7 @@ public final class JSQueryServer {
         interpreter.defineFunction("require") { [unowned self] interpreter, _, args in
             try self.require((args.first ?? .undefined).toDisplayString(), from: [])
         }
+        installRenderingFunctions()
     }
 
     /// Lines the functions logged with `log`.
@@ -120,6 +121,157 @@ public final class JSQueryServer {
     /// Runs a reduce function: `keys` as `[key, id]` pairs (null on rereduce).
     public func reduce(_ function: JSValue, keys: [JSON]?, values: [JSON], rereduce: Bool) throws(Failure) -> JSON {
         try call(function, [keys.map { .array($0) } ?? .null, .array(values), .bool(rereduce)]) ?? .null
+    }
+
+    // MARK: - Show, list and update functions
+
+    /// What a show, list or update function answered: status, headers and body bytes.
+    public struct Rendered {
+        public var code: Int?
+        public var headers: [(String, String)] = []
+        public var body = Data()
+    }
+
+    private var listRows: [JSON] = []
+    private var listRowIndex = 0
+    private var listStart: JSON?
+    private var listChunks: [String] = []
+    private var providers: [(String, JSValue)] = []
+    private var mimeTypes: [String: [String]] = [
+        "html": ["text/html", "application/xhtml+xml"], "text": ["text/plain"], "json": ["application/json"],
+        "xml": ["application/xml", "text/xml"], "csv": ["text/csv"],
+        "js": ["text/javascript", "application/javascript"],
+        "css": ["text/css"], "atom": ["application/atom+xml"], "rss": ["application/rss+xml"],
+    ]
+
+    private func installRenderingFunctions() {
+        interpreter.defineFunction("start") { [unowned self] interpreter, _, args in
+            self.listStart = try interpreter.toJSON(args.first ?? .undefined)
+            return .undefined
+        }
+        interpreter.defineFunction("send") { [unowned self] interpreter, _, args in
+            self.listChunks.append(try interpreter.toStringValue(args.first ?? .undefined))
+            return .undefined
+        }
+        interpreter.defineFunction("getRow") { [unowned self] interpreter, _, _ in
+            guard self.listRowIndex < self.listRows.count else { return .null }
+            defer { self.listRowIndex += 1 }
+            return interpreter.fromJSON(self.listRows[self.listRowIndex])
+        }
+        interpreter.defineFunction("provides") { [unowned self] _, _, args in
+            if args.count > 1 { self.providers.append(((args[0]).toDisplayString(), args[1])) }
+            return .undefined
+        }
+        interpreter.defineFunction("registerType") { [unowned self] _, _, args in
+            guard let name = args.first?.toDisplayString() else { return .undefined }
+            self.mimeTypes[name] = args.dropFirst().map { $0.toDisplayString() }
+            return .undefined
+        }
+    }
+
+    /// Runs the first provider (`provides`) whose type `accept` asks for, or the first one.
+    private func runProviders(accept: String?) throws -> (String, String)? {
+        guard !providers.isEmpty else { return nil }
+        let wanted = accept?.lowercased() ?? ""
+        let chosen =
+            providers.first { name, _ in (mimeTypes[name] ?? []).contains { wanted.contains($0) } } ?? providers[0]
+        let value = try interpreter.call(chosen.1, [])
+        return (try interpreter.toStringValue(value), mimeTypes[chosen.0]?.first ?? "text/plain")
+    }
+
+    /// A response value (a string, or `{code, headers, body, json, base64}`) as bytes and headers.
+    private func rendered(_ value: JSON?, defaultType: String) -> Rendered {
+        var out = Rendered()
+        switch value {
+        case .string(let text)?:
+            out.body = Data(text.utf8)
+            out.headers = [("Content-Type", defaultType)]
+        case .object?:
+            let object = value!
+            if case .int(let code)? = object["code"] { out.code = Int(code) }
+            for (name, header) in object["headers"]?.objectValue ?? [] {
+                out.headers.append((name, header.stringValue ?? header.serialized))
+            }
+            if let json = object["json"] {
+                out.body = Data(json.serialized.utf8)
+                if !out.headers.contains(where: { $0.0.lowercased() == "content-type" }) {
+                    out.headers.append(("Content-Type", "application/json"))
+                }
+            } else if case .string(let base64)? = object["base64"] {
+                out.body = Data(base64Encoded: base64) ?? Data()
+            } else if case .string(let text)? = object["body"] {
+                out.body = Data(text.utf8)
+            }
+            if !out.headers.contains(where: { $0.0.lowercased() == "content-type" }) {
+                out.headers.append(("Content-Type", defaultType))
+            }
+        default:
+            out.headers = [("Content-Type", defaultType)]
+        }
+        return out
+    }
+
+    /// Runs a show function: `fn(doc, req)`.
+    public func show(_ function: JSValue, doc: JSON?, req: JSON) throws(Failure) -> Rendered {
+        providers = []
+        do {
+            let result = try interpreter.call(
+                function, [interpreter.fromJSON(doc ?? .null), interpreter.fromJSON(req)])
+            if result.isUndefinedValue || result.isNullValue,
+                let (body, type) = try runProviders(accept: req["headers"]?["Accept"]?.stringValue)
+            {
+                var out = Rendered()
+                out.body = Data(body.utf8)
+                out.headers = [("Content-Type", type)]
+                return out
+            }
+            return rendered(try interpreter.toJSON(result), defaultType: "text/html; charset=utf-8")
+        } catch {
+            throw failure(error)
+        }
+    }
+
+    /// Runs a list function over view rows: `fn(head, req)` with `start`, `send` and `getRow`.
+    public func list(_ function: JSValue, head: JSON, req: JSON, rows: [JSON]) throws(Failure) -> Rendered {
+        listRows = rows
+        listRowIndex = 0
+        listStart = nil
+        listChunks = []
+        providers = []
+        defer {
+            listRows = []
+            listChunks = []
+        }
+        do {
+            let result = try interpreter.call(function, [interpreter.fromJSON(head), interpreter.fromJSON(req)])
+            if let (body, type) = try runProviders(accept: req["headers"]?["Accept"]?.stringValue) {
+                listChunks.append(body)
+                if listStart == nil { listStart = ["headers": ["Content-Type": .string(type)]] }
+            }
+            if case .string(let tail) = result { listChunks.append(tail) }
+            var out = rendered(listStart ?? [:], defaultType: "text/html; charset=utf-8")
+            out.body = Data(listChunks.joined().utf8)
+            return out
+        } catch {
+            throw failure(error)
+        }
+    }
+
+    /// Runs an update function: `fn(doc, req)` answers `[newDoc or null, response]`.
+    public func update(_ function: JSValue, doc: JSON?, req: JSON) throws(Failure) -> (doc: JSON?, response: Rendered) {
+        do {
+            let result = try interpreter.call(
+                function, [interpreter.fromJSON(doc ?? .null), interpreter.fromJSON(req)])
+            guard case .array(let pair)? = try interpreter.toJSON(result), pair.count == 2 else {
+                throw Failure.thrown(nil, "An update function must return [doc, response].")
+            }
+            let newDoc: JSON? = pair[0] == .null ? nil : pair[0]
+            return (newDoc, rendered(pair[1], defaultType: "text/html; charset=utf-8"))
+        } catch let failure as Failure {
+            throw failure
+        } catch {
+            throw failure(error)
+        }
     }
 
     /// `require(path)` of a CommonJS module stored in the design document.

@@ -9,6 +9,11 @@ public enum JSValue {
     case string(String)
     case object(JSObject)
 
+    var isNullValue: Bool {
+        if case .null = self { return true }
+        return false
+    }
+
     var isNullish: Bool {
         switch self {
         case .undefined, .null: return true

@@ -1,4 +1,5 @@
 import CouchJS
+import HTTPWire
 import CouchQuery
 import Foundation
 
@@ -281,5 +282,144 @@ extension CouchEngine {
                 "roles": .array(ctx.user.roles.map(JSON.string)),
             ],
         ]
+    }
+}
+
+// MARK: - Show, list and update handlers
+
+extension CouchEngine {
+    /// The `req` object show, list and update functions get.
+    private func handlerRequest(_ ctx: RequestContext, _ db: Database, id: String?) -> JSON {
+        let request = ctx.request
+        var headers: [(String, JSON)] = []
+        for field in request.headers where !["authorization", "cookie"].contains(field.name.lowercased()) {
+            headers.append((field.name, .string(field.value)))
+        }
+        let query = JSON.object(request.query.map { ($0.name, JSON.string($0.value)) })
+        var form: [(String, JSON)] = []
+        if (request.headers["Content-Type"] ?? "").hasPrefix("application/x-www-form-urlencoded") {
+            for pair in String(decoding: request.body, as: UTF8.self).split(separator: "&") {
+                let parts = pair.split(separator: "=", maxSplits: 1).map {
+                    String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String($0)
+                }
+                form.append((parts[0], .string(parts.count > 1 ? parts[1] : "")))
+            }
+        }
+        return [
+            "info": ["db_name": .string(db.name)], "id": id.map(JSON.string) ?? .null, "uuid": .string(uuids.next()),
+            "method": .string(ctx.method), "path": .array(ctx.segments.map(JSON.string)),
+            "raw_path": .string(request.rawPath + (request.rawQuery.map { "?" + $0 } ?? "")), "query": query,
+            "headers": .object(headers),
+            "body": request.body.isEmpty && ctx.method == "GET"
+                ? "undefined" : .string(String(decoding: request.body, as: UTF8.self)),
+            "peer": "127.0.0.1", "form": .object(form), "cookie": [:],
+            "userCtx": [
+                "db": .string(db.name), "name": ctx.user.name.map(JSON.string) ?? .null,
+                "roles": .array(ctx.user.roles.map(JSON.string)),
+            ],
+            "secObj": db.withLock { db.security },
+        ]
+    }
+
+    private func reply(_ rendered: JSQueryServer.Rendered, status: Int, extra: [(String, String)] = [])
+        -> ServerResponse
+    {
+        var headers = HTTPHeaders()
+        for (name, value) in rendered.headers + extra { headers.add(name, value) }
+        return ServerResponse(status: rendered.code ?? status, headers: headers, body: .data(rendered.body))
+    }
+
+    private func renderError(_ error: JSQueryServer.Failure) -> CouchError {
+        if let thrown = error.thrownObject {
+            if let message = thrown["forbidden"] {
+                return CouchError(403, "forbidden", message.stringValue ?? message.serialized)
+            }
+            if let message = thrown["unauthorized"] {
+                return CouchError(401, "unauthorized", message.stringValue ?? message.serialized)
+            }
+        }
+        return CouchError(500, "render_error", "\(error)")
+    }
+
+    /// `_show`, `_list` and `_update` of a design document, run with CouchJS.
+    func designHandler(_ ctx: RequestContext, _ db: Database, ddocID: String, rest: [String]) throws(CouchError)
+        -> ServerResponse
+    {
+        guard let ddoc = db.withLock({ designDocument(db, ddocID) }) else { throw CouchError.notFound("missing") }
+        let kind = rest[0]
+        guard rest.count >= 2 else { throw CouchError.notFound("missing") }
+        let section = ["_show": "shows", "_list": "lists", "_update": "updates"][kind] ?? ""
+        guard case .string(let source)? = ddoc[section]?[rest[1]] else {
+            throw CouchError.notFound("missing json key: \(rest[1])")
+        }
+        let key = serverKey(db, ddocID, ddoc)
+        let path = "\(section)/\(rest[1])"
+        switch kind {
+        case "_show":
+            let id = rest.count > 2 ? rest.dropFirst(2).joined(separator: "/") : nil
+            let doc = id.flatMap { docID in db.withLock { designDocument(db, docID) } }
+            let req = handlerRequest(ctx, db, id: id)
+            let rendered = try javaScript.with(key, ddoc: ddoc) { (server, cache) throws(CouchError) in
+                let show = try function(server, &cache, path: path, source: source)
+                do throws(JSQueryServer.Failure) {
+                    return try server.show(show, doc: doc, req: req)
+                } catch {
+                    throw renderError(error)
+                }
+            }
+            return reply(rendered, status: 200)
+        case "_list":
+            guard rest.count >= 3 else { throw CouchError.notFound("missing") }
+            let (viewDDocID, view) =
+                rest.count >= 4 ? ("_design/" + rest[2], rest[3]) : (ddocID, rest[2])
+            let viewResponse = try viewQuery(ctx, db, ddocID: viewDDocID, view: view, partition: nil)
+            guard case .data(let data) = viewResponse.body, let result = try? JSON.parse(data) else {
+                throw CouchError(500, "render_error", "The view did not answer rows")
+            }
+            let head: JSON = .object(
+                [("total_rows", result["total_rows"] ?? .null), ("offset", result["offset"] ?? .null)]
+                    + (result["update_seq"].map { [("update_seq", $0)] } ?? []))
+            let rows = result["rows"]?.arrayValue ?? []
+            let req = handlerRequest(ctx, db, id: nil)
+            let rendered = try javaScript.with(key, ddoc: ddoc) { (server, cache) throws(CouchError) in
+                let list = try function(server, &cache, path: path, source: source)
+                do throws(JSQueryServer.Failure) {
+                    return try server.list(list, head: head, req: req, rows: rows)
+                } catch {
+                    throw renderError(error)
+                }
+            }
+            return reply(rendered, status: 200)
+        default:  // _update
+            guard ctx.method == "POST" || ctx.method == "PUT" else { throw CouchError.methodNotAllowed("POST,PUT") }
+            let id = rest.count > 2 ? rest.dropFirst(2).joined(separator: "/") : nil
+            let doc = id.flatMap { docID in db.withLock { designDocument(db, docID) } }
+            let req = handlerRequest(ctx, db, id: id)
+            let (newDoc, rendered) = try javaScript.with(key, ddoc: ddoc) {
+                (server, cache) throws(CouchError) -> (JSON?, JSQueryServer.Rendered) in
+                let update = try function(server, &cache, path: path, source: source)
+                do throws(JSQueryServer.Failure) {
+                    return try server.update(update, doc: doc, req: req)
+                } catch {
+                    throw renderError(error)
+                }
+            }
+            guard let newDoc else { return reply(rendered, status: 200) }
+            var parsed = try parseDocument(newDoc)
+            guard let docID = parsed.id ?? id else {
+                throw CouchError(400, "bad_request", "Document id must be a string")
+            }
+            try validateDocID(docID, db)
+            try prepareWrite(&parsed, id: docID, db: db, user: ctx.user)
+            try requireWritableCopies(db, ids: [docID])
+            let newRev = try db.withLock { () throws(CouchError) -> String in
+                try db.updateInteractive(
+                    id: docID, baseRev: parsed.rev, deleted: parsed.deleted, body: parsed.body,
+                    attachments: parsed.attachments)
+            }
+            return reply(
+                rendered, status: try writeStatus(ctx, db, ids: [docID]),
+                extra: [("X-Couch-Id", docID), ("X-Couch-Update-NewRev", newRev)])
+        }
     }
 }

@@ -168,16 +168,18 @@ extension CouchEngine {
                         ])
                     ),
                 ]))
-        case "_show", "_list", "_update", "_rewrite":
+        case "_show", "_list", "_update":
+            return try designHandler(ctx, db, ddocID: ddocID, rest: rest)
+        case "_rewrite":
             let exists = db.withLock { db.docs[ddocID]?.isDeleted == false }
             guard exists else { throw CouchError.notFound("missing") }
-            throw javascriptNotSupported("\(rest[0]) function in \(ddocID)")
+            throw CouchError(501, "not_implemented", "The TestServer does not emulate _rewrite")
         default:
             return try attachmentEndpoint(ctx, db, docID: ddocID, name: rest.joined(separator: "/"))
         }
     }
 
-    private func viewQuery(_ ctx: RequestContext, _ db: Database, ddocID: String, view: String, partition: String?)
+    func viewQuery(_ ctx: RequestContext, _ db: Database, ddocID: String, view: String, partition: String?)
         throws(CouchError) -> ServerResponse
     {
         let request = ctx.request
