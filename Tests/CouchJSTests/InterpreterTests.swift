@@ -105,6 +105,9 @@ import Testing
         interpreter.stepBudget = 100_000
         #expect(throws: JSBudgetExceeded.self) { _ = try interpreter.run("while (true) {}") }
         #expect(throws: JSBudgetExceeded.self) { _ = try interpreter.run("function f() { return f(); } f()") }
+        #expect(throws: JSThrown.self) { _ = try interpreter.run("new Array(1e12)") }
+        #expect(throws: JSThrown.self) { _ = try interpreter.run("'x'.repeat(1e12)") }
+        #expect(throws: JSThrown.self) { _ = try interpreter.run("var s = 'x'; while (true) { s = s + s; }") }
         // The interpreter stays usable afterwards.
         #expect(try interpreter.run("1 + 1").toDisplayString() == "2")
     }

@@ -154,7 +154,11 @@ extension Interpreter {
     private func installArray() {
         let array = makeFunction("Array") { interpreter, _, args in
             if args.count == 1, case .number(let n) = args[0] {
-                return .object(interpreter.newArray(Array(repeating: .undefined, count: max(0, Int(n)))))
+                // Bounded memory: no array of more than a million holes at once.
+                guard n >= 0, n <= Double(Interpreter.maximumArrayLength), n == n.rounded() else {
+                    throw JSThrown(value: interpreter.makeError("RangeError", "Invalid array length"))
+                }
+                return .object(interpreter.newArray(Array(repeating: .undefined, count: Int(n))))
             }
             return .object(interpreter.newArray(args))
         }
@@ -458,9 +462,11 @@ extension Interpreter {
             return .string(s)
         }
         method(p, "repeat") { interpreter, this, args in
-            .string(
-                String(
-                    repeating: interpreter.stringValue(this), count: max(0, Int(interpreter.arg(args, 0).toNumber()))))
+            let text = interpreter.stringValue(this)
+            let count = interpreter.arg(args, 0).toNumber()
+            guard count >= 0, count.isFinite, Double(text.utf8.count) * count <= Double(Interpreter.maximumStringLength)
+            else { throw JSThrown(value: interpreter.makeError("RangeError", "Invalid string length")) }
+            return .string(String(repeating: text, count: Int(count)))
         }
         method(p, "padStart") { interpreter, this, args in
             let s = interpreter.stringValue(this)

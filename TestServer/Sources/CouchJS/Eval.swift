@@ -203,8 +203,8 @@ extension Interpreter {
         case "+":
             let lp = primitive(l)
             let rp = primitive(r)
-            if case .string = lp { return .string(try toStringValue(l) + (try toStringValue(r))) }
-            if case .string = rp { return .string(try toStringValue(l) + (try toStringValue(r))) }
+            if case .string = lp { return try concatenate(l, r) }
+            if case .string = rp { return try concatenate(l, r) }
             return .number(lp.toNumber() + rp.toNumber())
         case "-": return .number(l.toNumber() - r.toNumber())
         case "*": return .number(l.toNumber() * r.toNumber())
@@ -261,6 +261,15 @@ extension Interpreter {
         default:
             throw JSThrown(value: makeError("SyntaxError", "Unknown operator \(op)"))
         }
+    }
+
+    /// String concatenation, bounded in length (memory).
+    private func concatenate(_ l: JSValue, _ r: JSValue) throws -> JSValue {
+        let text = try toStringValue(l) + (try toStringValue(r))
+        if text.utf8.count > Interpreter.maximumStringLength {
+            throw JSThrown(value: makeError("RangeError", "Invalid string length"))
+        }
+        return .string(text)
     }
 
     /// Compares strings by UTF-16 code units, as JavaScript does.

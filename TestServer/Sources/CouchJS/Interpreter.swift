@@ -7,6 +7,10 @@ public final class Interpreter {
     public var stepBudget = 5_000_000
     /// The deepest JavaScript call nesting.
     public var maximumDepth = 200
+    /// The longest array `new Array(n)` or a `length` assignment makes, and the longest string
+    /// `repeat` or `+` builds: memory stays bounded (every other growth costs a step).
+    static let maximumArrayLength = 1_000_000
+    static let maximumStringLength = 64 << 20
 
     let global: Scope
     var steps = 0

@@ -203,7 +203,8 @@ public final class JSObject {
     func set(_ key: String, _ value: JSValue) {
         if array != nil {
             if key == "length" {
-                let n = max(0, Int(value.toNumber().isFinite ? value.toNumber() : 0))
+                let n = min(
+                    Interpreter.maximumArrayLength, max(0, Int(value.toNumber().isFinite ? value.toNumber() : 0)))
                 if n < array!.count {
                     array!.removeLast(array!.count - n)
                 } else {
@@ -211,7 +212,7 @@ public final class JSObject {
                 }
                 return
             }
-            if let i = Int(key), i >= 0, i < 10_000_000 {
+            if let i = Int(key), i >= 0, i < Interpreter.maximumArrayLength {
                 if i >= array!.count { array! += Array(repeating: .undefined, count: i - array!.count + 1) }
                 array![i] = value
                 return
