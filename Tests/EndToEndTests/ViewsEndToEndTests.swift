@@ -184,6 +184,7 @@ struct ViewsEndToEndTests {
                         map: .source(map), reduce: "function(keys, values, rereduce) { return sum(values); }"),
                 ])
             _ = try await client.value(PutDocumentOperation(database: db, design: design))
+            try await settle(client, db)  // views read one copy of each shard
             typealias Rows = QueryViewOperation<[JSONValue], Int, Entry>
             guard
                 let all = try await unlessJavaScriptIsMissing(
@@ -276,6 +277,7 @@ struct ViewsEndToEndTests {
                     """
                 ])
             _ = try await client.value(PutDocumentOperation(database: db, design: design))
+            try await settle(client, db)  // list functions read a view
             guard
                 let shown = try await unlessJavaScriptIsMissing(
                     "the handler test",
