@@ -829,7 +829,9 @@ private final class StreamRelay: StreamReceiver, @unchecked Sendable {
         let current = mode.current
         switch current {
         case .forwarding:
-            guard attempt.handle.claimCompletion() else { return }
+            // A cancelled request is completed by its handle, with the cancellation (and whether
+            // the outcome is unknown), not with the transport's report of the closed connection.
+            guard !attempt.handle.isCancelled, attempt.handle.claimCompletion() else { return }
             receiver.complete(error: error.map { session.transportError($0, request: request) })
         case .buffering(let response):
             let result: Result<HTTPResponse, any Error> = error.map { .failure($0) } ?? .success(response)
