@@ -385,8 +385,13 @@ struct DocumentsEndToEndTests {
             await expectHTTPFailure("A deleted design document", status: 404, error: "not_found") {
                 _ = try await client.execute(GetDocumentOperation<DesignDocument>(database: db, design: "app"))
             }
-            await expectHTTPFailure("_info of a deleted design document", status: 404, error: "not_found") {
+            // CouchDB 3.5.0 answers this with 404 `not_found`, or (while the index process still
+            // holds the design document) 500 `badmatch`: either way an error, never an answer.
+            do {
                 _ = try await client.execute(GetDesignDocumentInfoOperation(database: db, design: "app"))
+                Issue.record("_info of a deleted design document answered")
+            } catch let failure as CouchError {
+                #expect([404, 500].contains(failure.statusCode ?? 0), "\(failure)")
             }
         }
     }

@@ -100,14 +100,17 @@ struct ServerEndToEndTests {
         #expect(Set(membership.clusterNodes).isSubset(of: Set(membership.allNodes)))
     }
 
-    /// CouchDB serves `_db_updates` from the `_global_changes` database, which a single node
-    /// does not have until it is created: without it the feed is 404. The test creates it when it
-    /// is missing, and deletes it again at the end, so the server is left as it was found.
+    /// CouchDB serves `_db_updates` from the `_global_changes` database, which a single node does
+    /// not have until someone creates it: without it the feed is 404. The test never creates it on a
+    /// shared server (and could not delete it again: deleting `_global_changes` stops CouchDB's
+    /// global_changes application and, with it, the node); it follows the feed where the database
+    /// exists, and on a TestServer of its own where it does not.
     @Test("GET /_db_updates: 404 without _global_changes; with it, normal, and longpoll sees a new database")
     func databaseUpdates() async throws {
         let client = E2EEnvironment.shared.client()
-        let hadGlobalChanges = try await client.value(DatabaseExistsOperation(name: "_global_changes"))
-        if !hadGlobalChanges {
+        if try await client.value(DatabaseExistsOperation(name: "_global_changes")) {
+            try await Self.followDatabaseUpdates(client)
+        } else {
             do {
                 _ = try await client.value(GetDatabaseUpdatesOperation())
                 Issue.record("_db_updates answered without _global_changes")
@@ -116,13 +119,15 @@ struct ServerEndToEndTests {
                 #expect(error.error == "not_found")
                 #expect(error.reason == "Database does not exist.")
             }
-            _ = try await client.execute(CreateDatabaseOperation(name: "_global_changes"))
-        }
-        defer {
-            if !hadGlobalChanges {
-                _ = client.executeAndWait(DeleteDatabaseOperation(name: "_global_changes"))
+            try await withPrivateTestServer(for: "the _db_updates feed (the server has no _global_changes)") {
+                _, privateClient in
+                _ = try await privateClient.execute(CreateDatabaseOperation(name: "_global_changes"))
+                try await Self.followDatabaseUpdates(privateClient)
             }
         }
+    }
+
+    static func followDatabaseUpdates(_ client: CouchDBClient) async throws {
         let normal = try await client.value(GetDatabaseUpdatesOperation())
         #expect(normal.results.allSatisfy { !$0.dbName.isEmpty && !$0.type.isEmpty })
 
@@ -131,7 +136,7 @@ struct ServerEndToEndTests {
         #expect(quiet.results.allSatisfy { !$0.dbName.isEmpty })
 
         let start = try await client.value(GetDatabaseUpdatesOperation(feed: .longpoll, since: .now, timeout: 100))
-        try await withDatabase("dbupdates") { client, db in
+        try await withDatabase("dbupdates", client: client) { client, db in
             var since = start.lastSeq
             var seen: [DatabaseUpdate] = []
             for _ in 0..<20 where !seen.contains(where: { $0.dbName == db }) {
