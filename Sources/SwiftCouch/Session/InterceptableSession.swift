@@ -120,6 +120,19 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
         (inFlight as? any StreamingTask)?.resume()
     }
 
+    /// Called by a stream's relay after each chunk: while the consumer has paused the transfer
+    /// but the transport's task is not tracked yet (the transport started delivering before
+    /// `stream` returned), the delivering thread waits a moment, so the pause reaches the task
+    /// before more is read instead of being applied only once it is tracked.
+    func holdWhilePausedBeforeTracking() {
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline {
+            let waiting = state.withLock { state in state.paused && state.inFlight == nil && !state.cancelled }
+            guard waiting else { return }
+            usleep(1_000)
+        }
+    }
+
     /// Records what to cancel; cancels it straight away when the handle is already cancelled.
     func track(inFlight: (any Cancellable)? = nil, timer: DispatchWorkItem? = nil) {
         let (cancelled, paused) = state.withLock { state -> (Bool, Bool) in
@@ -822,7 +835,10 @@ private final class StreamRelay: StreamReceiver, @unchecked Sendable {
             case .awaitingHead: return false
             }
         }
-        if forward, !attempt.handle.isCancelled { receiver.receive(chunk: chunk) }
+        if forward, !attempt.handle.isCancelled {
+            receiver.receive(chunk: chunk)
+            attempt.handle.holdWhilePausedBeforeTracking()
+        }
     }
 
     func complete(error: (any Error)?) {
