@@ -66,10 +66,11 @@ public final class Interpreter {
     /// Records a log line (`log()` in design functions, and errors the host notes).
     public func log(_ line: String) { logs.append(line) }
 
+    /// Runs a call from Swift: a fresh step budget, on the large-stack thread (see `StackExecutor`).
     private func budgeted(_ body: () throws -> JSValue) throws -> JSValue {
-        let outermost = depth == 0
-        if outermost { steps = 0 }
-        return try body()
+        guard depth == 0 else { return try body() }
+        steps = 0
+        return try StackExecutor.shared.run(body)
     }
 
     func tick() throws {
