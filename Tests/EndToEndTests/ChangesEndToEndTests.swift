@@ -88,7 +88,8 @@ struct ChangesEndToEndTests {
             #expect(first.lastSeq == first.results.last?.seq)
             let rest = try await client.value(ChangesOperation<JSONValue>(database: db, since: first.lastSeq))
             #expect(rest.results.map(\.id) == ["b", "c"])
-            #expect(rest.lastSeq == all.lastSeq)
+            // Sequences are opaque: on a cluster the same position can be written differently
+            // (each copy names itself), so resuming is checked, not the strings.
             let none = try await client.value(ChangesOperation<JSONValue>(database: db, since: all.lastSeq))
             #expect(none.results.isEmpty)
 

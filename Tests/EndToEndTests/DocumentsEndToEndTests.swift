@@ -311,7 +311,9 @@ struct DocumentsEndToEndTests {
             #expect(locals.rows.first?.value?.rev == "0-2")
             #expect(locals.rows.first?.doc == Memo(text: "v2"))
             #expect(locals.totalRows == nil)
-            let all = try await client.value(AllDocsOperation<JSONValue>(database: db))
+            let all = try await converged(
+                read: { try await client.value(AllDocsOperation<JSONValue>(database: db)) },
+                until: { $0.rows.map(\.id) == ["plain"] })
             #expect(all.rows.map(\.id) == ["plain"])
 
             _ = try await client.value(
