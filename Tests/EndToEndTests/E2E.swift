@@ -125,16 +125,38 @@ struct Note: Codable, Sendable, Equatable {
 /// CouchDB serves from one copy of each shard (`_all_docs`, views, `_changes`, `_security`,
 /// `_local_docs`, `_dbs_info`), which on a cluster may lag behind a write just acknowledged.
 /// CouchDB promises that they converge, not that they see the write at once.
+///
+/// On a real cluster successive requests may reach different copies, so the condition must hold
+/// on three reads in a row.
 func converged<T>(
     seconds: Double = 30, read: () async throws -> T, until done: (T) -> Bool
 ) async throws -> T {
     let deadline = Date().addingTimeInterval(seconds)
     var value = try await read()
-    while !done(value), Date() < deadline {
-        try await Task.sleep(nanoseconds: 50_000_000)
+    var streak = done(value) ? 1 : 0
+    while streak < 3, Date() < deadline {
+        try await Task.sleep(nanoseconds: streak > 0 ? 20_000_000 : 50_000_000)
         value = try await read()
+        streak = done(value) ? streak + 1 : 0
     }
     return value
+}
+
+/// The HTTP status `request` ends with (200 for an answer, nil for a non-HTTP error), read until
+/// it is `expected` (see ``converged(seconds:read:until:)``): for what a cluster's copies learn
+/// soon, not at once (a `_security` change, a user's new roles).
+func convergedStatus(_ expected: Int, _ request: () async throws -> Void) async throws -> Int? {
+    try await converged(
+        read: { () async -> Int? in
+            do {
+                try await request()
+                return 200
+            } catch let error as CouchError {
+                return error.statusCode
+            } catch {
+                return nil
+            }
+        }, until: { $0 == expected })
 }
 
 /// Waits until reads served from one copy of each shard (`_changes`, `_all_docs`, views, ...)

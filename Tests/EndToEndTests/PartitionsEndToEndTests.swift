@@ -28,7 +28,9 @@ struct PartitionsEndToEndTests {
             #expect(two.docCount == 1)
 
             _ = try await client.value(DeleteDocumentOperation(database: db, id: "sensor-1:r1", revision: r1))
-            let afterDelete = try await client.value(GetPartitionInfoOperation(database: db, partition: "sensor-1"))
+            let afterDelete = try await converged(
+                read: { try await client.value(GetPartitionInfoOperation(database: db, partition: "sensor-1")) },
+                until: { $0.docCount == 1 && $0.docDelCount == 1 })
             #expect(afterDelete.docCount == 1)
             #expect(afterDelete.docDelCount == 1)
 

@@ -41,14 +41,22 @@ struct RowStreamEndToEndTests {
         try await withDatabase("rows-exit") { client, db in
             _ = try await client.value(
                 BulkDocsOperation(database: db, documents: (0..<500).map { Note(_id: "e\($0)", text: "", n: $0) }))
-            try await settle(client, db)  // `_all_docs` reads one copy of each shard
+            // `_all_docs` reads one copy of each shard: wait until the copies have the writes.
+            _ = try await converged(
+                read: {
+                    try await client.value(
+                        AllDocsOperation<JSONValue>(database: db, options: KeyRangeOptions(limit: 0)))
+                }, until: { $0.totalRows == 500 })
             var taken = 0
             for try await _ in client.rows(AllDocsOperation<JSONValue>(database: db), bufferSize: 4) {
                 taken += 1
                 if taken == 10 { break }
             }
             #expect(taken == 10)
-            #expect(try await client.value(GetDatabaseInfoOperation(name: db)).docCount == 500)
+            #expect(
+                try await converged(
+                    read: { try await client.value(GetDatabaseInfoOperation(name: db)) }, until: { $0.docCount == 500 }
+                ).docCount == 500)
         }
     }
 

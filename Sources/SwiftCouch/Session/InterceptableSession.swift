@@ -19,6 +19,9 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
         var transmitting = false
         /// An earlier attempt ended without a response after it was sent: it may have been carried out.
         var uncertain = false
+        /// A response arrived (the server acted on the request, whatever it answered); a
+        /// cancellation racing its delivery must not say the request was not carried out.
+        var responded = false
     }
     private let state = Locked(State())
     private let completion: @Sendable (Result<HTTPResponse, CouchError>) -> Void
@@ -56,7 +59,7 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
                 state.inFlight = nil
                 state.timer = nil
             }
-            return (state.inFlight, state.timer, state.transmitting || state.uncertain)
+            return (state.inFlight, state.timer, state.transmitting || state.uncertain || state.responded)
         }
         inFlight?.cancel()
         timer?.cancel()
@@ -75,11 +78,13 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
         }
     }
 
-    /// Called when an attempt ended: with a response (`answered`), or without one after it was sent.
-    func endTransmission(answered: Bool) {
+    /// Called when an attempt ended: `answered` when it provably did nothing or got a response,
+    /// `responded` when a response arrived; otherwise it was lost after it was sent.
+    func endTransmission(answered: Bool, responded: Bool = false) {
         state.withLock { state in
             state.transmitting = false
             if !answered { state.uncertain = true }
+            if responded { state.responded = true }
         }
     }
 
@@ -566,8 +571,9 @@ public final class InterceptableSession: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         if case .failure(let error) = result {
             attempt.handle.endTransmission(answered: Self.provablyNotSent(error))
-        } else {
-            attempt.handle.endTransmission(answered: true)
+        } else if case .success(let response) = result {
+            // A 429 means the server did nothing; any other answer, that it acted on the request.
+            attempt.handle.endTransmission(answered: true, responded: response.statusCode != 429)
         }
         guard !attempt.handle.isCancelled else { return }
         switch result {
