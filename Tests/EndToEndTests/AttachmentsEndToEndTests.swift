@@ -200,7 +200,9 @@ struct AttachmentsEndToEndTests {
             #expect(blobStub.digest?.hasPrefix("md5-") == true)
             #expect(blobStub.revpos == 1)
 
-            // An update that sends the stubs back keeps the attachments and adds one.
+            // An update that sends the stubs back keeps the attachments and adds one (once every
+            // copy of a cluster has the attachments the stubs name).
+            try await awaitEveryCopy(client, db, id: "inline", rev: rev1)
             doc.rev = rev1
             doc.kind = "v2"
             doc.attachments = [

@@ -257,6 +257,8 @@ struct DocumentsEndToEndTests {
                         database: db, id: "m", document: Memo(text: "2"), revision: rev1, revisionPlacement: .ifMatch)
                 ).rev)
             #expect(rev2.hasPrefix("2-"))
+            // On a cluster a copy that has not seen rev2 yet would take a write based on rev1.
+            try await awaitEveryCopy(client, db, id: "m", rev: rev2)
             await expectHTTPFailure("A stale If-Match", status: 409, error: "conflict") {
                 _ = try await client.execute(
                     PutDocumentOperation(

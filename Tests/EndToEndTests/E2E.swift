@@ -142,6 +142,16 @@ func converged<T>(
     return value
 }
 
+/// Waits until every copy of document `id` has revision `rev`: on a cluster, a copy that has not
+/// seen it would take a write based on an older revision (a conflict branch, not a 409) or refuse
+/// attachment stubs it does not know. Reads from every copy (`r` = n; a quorum read repairs the
+/// copies it sees behind). Immediate on a single node.
+func awaitEveryCopy(_ client: CouchDBClient, _ db: String, id: String, rev: String) async throws {
+    var everyCopy = GetDocumentOperation<JSONValue>(database: db, id: id)
+    everyCopy.readQuorum = (try await client.value(GetDatabaseInfoOperation(name: db))).cluster?.n ?? 1
+    _ = try await converged(read: { try? await client.value(everyCopy) }, until: { $0?["_rev"] == .string(rev) })
+}
+
 /// The HTTP status `request` ends with (200 for an answer, nil for a non-HTTP error), read until
 /// it is `expected` (see ``converged(seconds:read:until:)``): for what a cluster's copies learn
 /// soon, not at once (a `_security` change, a user's new roles).

@@ -172,8 +172,10 @@ struct SecurityEndToEndTests {
                 revision = try #require(updated.rev)
                 #expect(revision.hasPrefix("2-"))
                 #expect(try await admin.value(GetUserOperation(name: name)).roles == ["e2e-readers"])
-                // A fresh login carries the new role.
-                let relogin = try await anonymous.value(CreateSessionOperation(name: name, password: password))
+                // A fresh login carries the new role (once CouchDB's auth cache has seen the update).
+                let relogin = try await converged(
+                    read: { try await anonymous.value(CreateSessionOperation(name: name, password: password)) },
+                    until: { $0.roles == ["e2e-readers"] })
                 #expect(relogin.roles == ["e2e-readers"])
                 let roleClient = CouchDBClient(
                     url: E2EEnvironment.shared.url, credentials: Credentials(username: name, password: password))
