@@ -109,21 +109,27 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
 
     /// Pauses a streamed transfer (back-pressure), now or as soon as it starts.
     public func pause() {
-        let inFlight = state.withLock { state -> (any Cancellable)? in
-            state.paused = true
-            return state.inFlight
-        }
-        (inFlight as? any StreamingTask)?.pause()
+        state.withLock { $0.paused = true }
+        applyPause()
     }
 
     /// Resumes a paused streamed transfer.
     public func resume() {
-        let inFlight = state.withLock { state -> (any Cancellable)? in
-            state.paused = false
-            return state.inFlight
-        }
-        (inFlight as? any StreamingTask)?.resume()
+        state.withLock { $0.paused = false }
+        applyPause()
     }
+
+    /// Hands the transfer in flight the pause state wanted *now*, one call at a time: a `pause()`
+    /// and a `resume()` racing on two threads can reach the transport in either order, and the
+    /// later one re-reads the state, so the transport never stays paused after the last call was
+    /// a resume (which would stall the stream for good).
+    private func applyPause() {
+        applying.lock()
+        defer { applying.unlock() }
+        let (paused, inFlight) = state.withLock { ($0.paused, $0.inFlight as? any StreamingTask) }
+        if paused { inFlight?.pause() } else { inFlight?.resume() }
+    }
+    private let applying = NSLock()
 
     /// Called by a stream's relay after each chunk: while the consumer has paused the transfer
     /// but the transport's task is not tracked yet (the transport started delivering before
@@ -151,7 +157,7 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
             inFlight?.cancel()
             timer?.cancel()
         } else if paused {
-            (inFlight as? any StreamingTask)?.pause()
+            applyPause()
         }
     }
 }
@@ -301,6 +307,17 @@ public final class InterceptableSession: @unchecked Sendable {
     /// Use the returned handle to pause and resume the transfer (back-pressure) or cancel it.
     @discardableResult
     public func stream(_ request: HTTPRequest, isIdempotent: Bool, receiver: any StreamReceiver) -> RequestHandle {
+        stream(request, isIdempotent: isIdempotent, receiver: receiver, beforeStart: { _ in })
+    }
+
+    /// ``stream(_:isIdempotent:receiver:)``, handing the handle to `beforeStart` before the transfer
+    /// can begin: a receiver that pauses from its first chunk (back-pressure) then always has the
+    /// handle to pause, however the threads are scheduled.
+    @discardableResult
+    func stream(
+        _ request: HTTPRequest, isIdempotent: Bool, receiver: any StreamReceiver,
+        beforeStart: (RequestHandle) -> Void
+    ) -> RequestHandle {
         // The transport's thread delivers chunks while `cancel()` may complete the receiver on
         // another: one at a time, and nothing after `complete`.
         let receiver = SerialReceiver(receiver)
@@ -321,6 +338,7 @@ public final class InterceptableSession: @unchecked Sendable {
         let attempt = Attempt(
             request: request, isIdempotent: isIdempotent, policy: configuration.retryPolicy, handle: handle,
             streamReceiver: receiver)
+        beforeStart(handle)
         queue.async { self.authorize(attempt) }
         return handle
     }

@@ -53,6 +53,9 @@ final class SerialReceiver: StreamReceiver, @unchecked Sendable {
 
 /// A streamed transfer that can be paused (back-pressure: the transport stops reading from the
 /// connection, so the server's sends block) and resumed.
+///
+/// Calls are not balanced: `pause()` on a paused transfer and `resume()` on a running one do
+/// nothing, and the last call made decides (the session makes them one at a time).
 public protocol StreamingTask: Cancellable {
     /// Stops delivering chunks until `resume()`; chunks already on their way may still arrive.
     func pause()

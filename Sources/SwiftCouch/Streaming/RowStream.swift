@@ -79,7 +79,8 @@ public final class CouchRowStream<Row: Decodable & Sendable>: AsyncSequence, Sen
     private let state: RowStreamState<Row>
 
     init(
-        start: @escaping @Sendable (any StreamReceiver) -> RequestHandle?, rowsKey: String?, lineDelimited: Bool,
+        start: @escaping @Sendable (any StreamReceiver, (RequestHandle) -> Void) -> Void, rowsKey: String?,
+        lineDelimited: Bool,
         bufferSize: Int, decoder: JSONDecoder, preflightError: CouchError?
     ) {
         state = RowStreamState(
@@ -134,7 +135,7 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
     }
 
     private let shared = Locked(Shared())
-    private let start: @Sendable (any StreamReceiver) -> RequestHandle?
+    private let start: @Sendable (any StreamReceiver, (RequestHandle) -> Void) -> Void
     private let bufferSize: Int
     private let decoder: JSONDecoder
     private let preflightError: CouchError?
@@ -142,7 +143,8 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
     private var errorBody: Data?
 
     init(
-        start: @escaping @Sendable (any StreamReceiver) -> RequestHandle?, rowsKey: String?, lineDelimited: Bool,
+        start: @escaping @Sendable (any StreamReceiver, (RequestHandle) -> Void) -> Void, rowsKey: String?,
+        lineDelimited: Bool,
         bufferSize: Int, decoder: JSONDecoder, preflightError: CouchError?
     ) {
         self.start = start
@@ -168,19 +170,16 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
         if begin {
             if let preflightError {
                 finish(.failure(preflightError))
-            } else if let handle = start(self) {
-                // Rows may have filled the buffer before the handle was known: pause now then.
-                let pauseNow = shared.withLock { state -> Bool in
-                    state.handle = handle
-                    return state.paused
-                }
-                if pauseNow { handle.pause() }
+            } else {
+                // The handle is known before the first chunk can arrive, so rows that fill the
+                // buffer at once pause the transfer at once.
+                start(self) { handle in shared.withLock { $0.handle = handle } }
             }
         }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 let (resumeTransfer, immediate) = shared.withLock {
-                    state -> (RequestHandle?, Result<Row?, any Error>?) in
+                    state -> (Bool, Result<Row?, any Error>?) in
                     if state.available > 0 {
                         let row = state.rows[state.head]
                         state.head += 1
@@ -188,22 +187,22 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
                             state.rows.removeFirst(state.head)
                             state.head = 0
                         }
-                        var resume: RequestHandle?
+                        var changed = false
                         if state.paused, state.available <= bufferSize / 2 {
                             state.paused = false
-                            resume = state.handle
+                            changed = true
                         }
-                        return (resume, .success(row))
+                        return (changed, .success(row))
                     }
                     switch state.outcome {
-                    case .success?: return (nil, .success(nil))
-                    case .failure(let error)?: return (nil, .failure(error))
+                    case .success?: return (false, .success(nil))
+                    case .failure(let error)?: return (false, .failure(error))
                     case nil:
                         state.waiter = continuation
-                        return (nil, nil)
+                        return (false, nil)
                     }
                 }
-                resumeTransfer?.resume()
+                if resumeTransfer { applyPause() }
                 if let immediate { continuation.resume(with: immediate) }
             }
         } onCancel: {
@@ -217,6 +216,19 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
         handle?.cancel()
         finish(.failure(.cancelled()))
     }
+
+    /// Tells the transfer whether to pause, from the state wanted *now*, one call at a time: the
+    /// producer's pause and the consumer's resume are decided under `shared` but made outside it,
+    /// so they can reach the handle in the opposite order; re-reading the state here means the
+    /// last call always carries the latest decision (a resume overtaken by its pause would
+    /// otherwise leave the transfer paused with an empty buffer: a stream stalled for good).
+    private func applyPause() {
+        applying.lock()
+        defer { applying.unlock() }
+        let (handle, paused) = shared.withLock { ($0.handle, $0.paused) }
+        if paused { handle?.pause() } else { handle?.resume() }
+    }
+    private let applying = NSLock()
 
     // MARK: Producer (StreamReceiver)
 
@@ -258,9 +270,9 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
         }
         let metadata = parser.metadata
         let (waiter, row, pause) = shared.withLock {
-            state -> (CheckedContinuation<Row?, any Error>?, Row?, RequestHandle?) in
+            state -> (CheckedContinuation<Row?, any Error>?, Row?, Bool) in
             state.metadata = metadata
-            guard state.outcome == nil else { return (nil, nil, nil) }
+            guard state.outcome == nil else { return (nil, nil, false) }
             state.rows.append(contentsOf: decoded)
             var handed: Row?
             var waiter: CheckedContinuation<Row?, any Error>?
@@ -270,14 +282,14 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
                 waiter = pending
                 state.waiter = nil
             }
-            var pause: RequestHandle?
+            var pause = false
             if !state.paused, state.available >= bufferSize {
                 state.paused = true
-                pause = state.handle
+                pause = true
             }
             return (waiter, handed, pause)
         }
-        pause?.pause()
+        if pause { applyPause() }
         if let waiter, let row { waiter.resume(returning: row) }
     }
 
@@ -349,13 +361,14 @@ extension CouchDBClient {
             prepared = try PreparedRequest(preparing: &operation, for: session)
         } catch {
             return CouchRowStream(
-                start: { _ in nil }, rowsKey: operation.rowsKey, lineDelimited: operation.isLineDelimited,
+                start: { _, _ in }, rowsKey: operation.rowsKey, lineDelimited: operation.isLineDelimited,
                 bufferSize: bufferSize, decoder: JSONDecoder(), preflightError: error)
         }
         let session = self.session
         return CouchRowStream(
-            start: { receiver in
-                session.stream(prepared.request, isIdempotent: prepared.isIdempotent, receiver: receiver)
+            start: { receiver, attach in
+                session.stream(
+                    prepared.request, isIdempotent: prepared.isIdempotent, receiver: receiver, beforeStart: attach)
             }, rowsKey: operation.rowsKey, lineDelimited: operation.isLineDelimited, bufferSize: bufferSize,
             decoder: JSONDecoder(), preflightError: nil)
     }

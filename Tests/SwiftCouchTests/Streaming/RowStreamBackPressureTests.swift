@@ -100,6 +100,33 @@ struct RowStreamBackPressureTests {
         #expect(maximumAhead <= 32 + 2)
     }
 
+    @Test("Many streams started at once under load: each pauses as soon as its buffer is full")
+    func backPressureFromTheFirstChunk() async throws {
+        // Rows that fill the buffer before `next()` has returned from starting the transfer must
+        // pause it too (the handle is known before the transport can deliver anything).
+        let worst = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<24 {
+                group.addTask {
+                    let transport = PausingTransport(rows: 400)
+                    var configuration = Configuration()
+                    configuration.transport = transport
+                    let client = CouchDBClient(url: URL(string: "http://couch.invalid")!, configuration: configuration)
+                    var iterator = client.rows(AllDocsOperation<JSONValue>(database: "db"), bufferSize: 4)
+                        .makeAsyncIterator()
+                    _ = try await iterator.next()
+                    try await Task.sleep(for: .milliseconds(50))
+                    let ahead = transport.deliveredCount - 1
+                    while try await iterator.next() != nil {}
+                    return ahead
+                }
+            }
+            var worst = 0
+            for try await ahead in group { worst = max(worst, ahead) }
+            return worst
+        }
+        #expect(worst <= 4 + 2)
+    }
+
     @Test("Leaving the loop cancels the transfer")
     func cancellation() async throws {
         let transport = PausingTransport(rows: 100_000)
