@@ -45,6 +45,10 @@ let package = Package(
         .testTarget(
             name: "CouchTestServerTests", dependencies: ["CouchTestServer", "CouchQuery", "HTTPWire", "CouchGzip"],
             path: "Tests/CouchTestServerTests"),
+        // The Swift snippets of README.md and the DocC articles, compiled (never run).
+        .testTarget(
+            name: "DocumentationSnippetTests", dependencies: ["SwiftCouch", "SwiftCouchTesting"],
+            path: "Tests/DocumentationSnippetTests"),
         .testTarget(name: "CouchJSTests", dependencies: ["CouchJS", "CouchQuery"], path: "Tests/CouchJSTests"),
         .testTarget(
             name: "TestServerConformanceTests", dependencies: ["CouchTestServer", "CouchQuery", "HTTPWire"],

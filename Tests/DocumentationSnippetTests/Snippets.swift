@@ -1,0 +1,150 @@
+// Generated from the documentation's Swift code blocks by SnippetExtraction: do not edit.
+// Regenerate: .ci/update-snippets
+// swift-format-ignore-file
+import Foundation
+import SwiftCouch
+import SwiftCouchTesting
+import Testing
+
+// README.md, line 61
+func snippet1() async throws {
+
+    struct Album: Codable, Sendable {
+        var _id: String?
+        var _rev: String?
+        var title: String
+        var year: Int
+    }
+
+    let client = CouchDBClient(
+        url: URL(string: "http://127.0.0.1:5984")!,
+        credentials: Credentials(username: "admin", password: "password"))
+
+    try await client.execute(CreateDatabaseOperation(name: "albums"))
+    let written = try await client.value(
+        PutDocumentOperation(database: "albums", id: "blue", document: Album(title: "Blue", year: 1971)))
+    var album = try await client.value(GetDocumentOperation<Album>(database: "albums", id: "blue"))
+    album.year = 1972
+    try await client.execute(PutDocumentOperation(database: "albums", id: "blue", document: album, revision: album._rev))
+
+    // An edit that arrives as JSON, written with a stale revision: other errors can be thrown in
+    // the same `do` block, so match CouchError by type.
+    let edit = Data(#"{"title":"Blue","year":1971}"#.utf8)
+    do {
+        let edited = try JSONDecoder().decode(Album.self, from: edit)
+        try await client.execute(PutDocumentOperation(database: "albums", id: "blue", document: edited, revision: written.rev))
+    } catch let error as CouchError {
+        // 409 conflict Document update conflict.
+        print(error.statusCode ?? 0, error.error ?? "", error.reason ?? "")
+    }
+    _ = client
+    _ = written
+    _ = album
+    _ = edit
+}
+
+// README.md, line 99
+func snippet2() async throws {
+    let client = SnippetContext.client
+    let hejira = Album(title: "Hejira", year: 1976)
+    let remastered = Album(title: "Hejira (remastered)", year: 2024)
+    let myQueue = OperationQueue()
+    let create = client.task(for: PutDocumentOperation(database: "albums", id: "hejira", document: hejira))
+    // Built when it starts, after `create` finished: it can use the revision `create` returned.
+    let update = client.task(building: {
+        let rev = try create.result!.get().value.rev
+        return PutDocumentOperation(database: "albums", id: "hejira", document: remastered, revision: rev)
+    }) { result in
+        print(result)   // Result<CouchResponse<DocumentWriteResponse>, CouchError>, exactly once
+    }
+    update.addDependency(create)
+    myQueue.addOperation(create)       // or client.add(task: create)
+    myQueue.addOperation(update)
+    _ = create
+    _ = update
+}
+
+// README.md, line 121
+func snippet3() async throws {
+    let url = SnippetContext.url
+    let credentials = SnippetContext.credentials
+    var configuration = Configuration()
+    configuration.requestTimeout = 30                                   // default 60 s
+    configuration.retryPolicy = RetryPolicy(maximumRetries: 6, retryServerErrors: true)
+    configuration.maximumConcurrentOperations = 16                      // default 6
+    configuration.authentication = .basic                               // default .cookie
+    configuration.logHandler = { print($0) }                            // default: silent
+    configuration.logTranscripts = true                                 // secrets shown as <redacted>
+    let client = CouchDBClient(url: url, credentials: credentials, configuration: configuration)
+    _ = configuration
+    _ = client
+}
+
+// README.md, line 141
+func snippet4() async throws {
+    var configuration = Configuration()
+    configuration.transport = SocketTransport(maximumConnectionsPerHost: 8)   // or URLSessionTransport()
+}
+
+// README.md, line 147
+func snippet5() async throws {
+    let client = SnippetContext.client
+    let url = SnippetContext.url
+    let saved: CouchSequence? = nil
+    let albums: [Album] = []
+    let rev = "1-x"
+    let destination = SnippetContext.destination
+    // Rows parsed and decoded one by one as they arrive; a slow loop pauses the transfer.
+    for try await row in client.rows(AllDocsOperation<Album>(database: "albums", options: .init(includeDocs: true))) {
+        print(row.id ?? "", row.doc?.title ?? "")
+    }
+
+    // Pages by key, forwards (or backwards from any page's `previous` token); tokens are strings.
+    for try await page in client.pages(AllDocsOperation<JSONValue>(database: "albums"), pageSize: 50) {
+        show(page.rows); remember(page.next?.rawValue)
+    }
+
+    // Follow the changes feed forever; it resumes after errors, restarts and 429s, and never skips.
+    let follower = ChangesFollower<Album>(client: client, database: "albums",
+                                          options: .init(mode: .listen, since: saved, includeDocs: true))
+    for try await change in follower {
+        apply(change); save(change.checkpoint)   // resume after this change; at-least-once: apply idempotently
+    }
+
+    // Write any number of documents in _bulk_docs batches, a bounded number in flight.
+    let writer = BulkWriter<Album>(client: client, database: "albums")
+    for album in albums { try await writer.add(album) }
+    let results = try await writer.finish()        // one BulkWriteResult per album, in order
+
+    // Attachments from and to files, with Foundation.Progress and async progress events.
+    let upload = client.upload(UploadAttachmentOperation(database: "albums", documentID: "blue", name: "cover.png",
+                                                         revision: rev, contentType: "image/png", body: try .file(url)))
+    for await event in upload.progressEvents { print(event.fractionCompleted ?? 0) }
+    _ = try await upload.value
+    _ = try await client.download(GetAttachmentOperation(database: "albums", documentID: "blue", name: "cover.png"),
+                                  to: destination).value
+    _ = follower
+    _ = writer
+    _ = results
+    _ = upload
+}
+
+// README.md, line 187
+func snippet6() async throws {
+    var configuration = Configuration()
+    let key = "api-key"
+    let jwt = "header.payload.signature"
+    configuration.authentication = .iam(apiKey: key)             // token fetched, renewed at 80%, one refresh at a time
+    configuration.authentication = .bearerToken(jwt)             // sent as is
+}
+
+// README.md, line 203
+func snippet7() async throws {
+
+    let run = Simulation.run(
+        GetDocumentOperation<Album>(database: "albums", id: "a/b"),
+        response: .json(200, #"{"_id":"a/b","_rev":"1-x","title":"Blue","year":1971}"#))
+    #expect(run.request?.path == "/albums/a%2Fb")     // the exact request, no network
+    #expect(run.value?.title == "Blue")
+    _ = run
+}
