@@ -148,3 +148,177 @@ func snippet7() async throws {
     #expect(run.value?.title == "Blue")
     _ = run
 }
+
+// Sources/SwiftCouch/SwiftCouch.docc/FailureSemantics.md, line 33
+func snippet8() async throws {
+    let client = SnippetContext.client
+    do {
+        try await client.execute(
+            PutDocumentOperation(database: "albums", id: "blue", document: Album(title: "Blue", year: 1971)))
+    } catch {
+        if error.isOutcomeUnknown {
+            // The server may have written it: read it back before trying again.
+        } else {
+            print(error.kind, error.statusCode ?? 0, error.reason ?? "")
+        }
+    }
+}
+
+// Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 13
+func snippet9() async throws {
+    struct Album: Codable, Sendable {
+        var _id: String?
+        var _rev: String?
+        var title: String
+        var year: Int
+    }
+}
+
+// Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 28
+func snippet10() async throws {
+    let client = CouchDBClient(
+        url: URL(string: "http://127.0.0.1:5984")!,
+        credentials: Credentials(username: "admin", password: "password"))
+    _ = client
+}
+
+// Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 40
+func snippet11() async throws {
+    let client = SnippetContext.client
+    try await client.execute(CreateDatabaseOperation(name: "albums"))
+    let written = try await client.value(
+        PutDocumentOperation(database: "albums", id: "blue", document: Album(title: "Blue", year: 1971)))
+    var album = try await client.value(GetDocumentOperation<Album>(database: "albums", id: "blue"))
+    album.year = 1972
+    try await client.execute(
+        PutDocumentOperation(database: "albums", id: "blue", document: album, revision: written.rev))
+    _ = written
+    _ = album
+}
+
+// Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 60
+func snippet12() async throws {
+    let client = SnippetContext.client
+    do {
+        try await client.execute(CreateDatabaseOperation(name: "albums"))
+    } catch {
+        // 412 file_exists: The database could not be created, the file already exists.
+        print(error.statusCode ?? 0, error.error ?? "", error.reason ?? "")
+    }
+}
+
+// Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 76
+func snippet13() async throws {
+    let client = SnippetContext.client
+    let create = client.task(for: CreateDatabaseOperation(name: "albums-2024"))
+    let write = client.task(for: PutDocumentOperation(
+        database: "albums-2024", id: "blue", document: Album(title: "Blue", year: 1971))) { result in
+        print(result)
+    }
+    write.addDependency(create)
+    client.add(task: create)
+    client.add(task: write)
+    _ = create
+    _ = write
+}
+
+// Sources/SwiftCouch/SwiftCouch.docc/LargeResultsAndFiles.md, line 18
+func snippet14() async throws {
+    let client = SnippetContext.client
+    for try await row in client.rows(AllDocsOperation<Album>(database: "albums", options: .init(includeDocs: true))) {
+        print(row.id ?? "", row.doc?.title ?? "")
+    }
+}
+
+// Sources/SwiftCouch/SwiftCouch.docc/LargeResultsAndFiles.md, line 35
+func snippet15() async throws {
+    let client = SnippetContext.client
+    let follower = ChangesFollower<Album>(client: client, database: "albums",
+                                          options: .init(mode: .listen, includeDocs: true))
+    for try await change in follower {
+        print(change.id)
+    }
+    _ = follower
+}
+
+// Sources/SwiftCouch/SwiftCouch.docc/LargeResultsAndFiles.md, line 50
+func snippet16() async throws {
+    let client = SnippetContext.client
+    let writer = BulkWriter<Album>(client: client, database: "albums")
+    try await writer.add(Album(title: "Blue", year: 1971))
+    let results = try await writer.finish()
+    print(results.count)
+    _ = writer
+    _ = results
+}
+
+// Sources/SwiftCouch/SwiftCouch.docc/SwiftCouch.md, line 16
+func snippet17() async throws {
+    let client = SnippetContext.client
+    let answer = try await client.value(AllDocsOperation<JSONValue>(database: "albums"))
+    print(answer.rows.count)
+    _ = answer
+}
+
+// Sources/SwiftCouch/SwiftCouch.docc/TestingWithSimulatedResponses.md, line 15
+func snippet18() async throws {
+
+    let run = Simulation.run(
+        GetDocumentOperation<Album>(database: "albums", id: "a/b"),
+        response: .json(200, #"{"_id":"a/b","_rev":"1-x","title":"Blue","year":1971}"#))
+    #expect(run.request?.path == "/albums/a%2Fb")
+    #expect(run.value?.title == "Blue")
+    _ = run
+}
+
+// Sources/SwiftCouch/SwiftCouch.docc/TestingWithSimulatedResponses.md, line 30
+func snippet19() async throws {
+    let rev = "1-x"
+
+    let transport = SimulatedTransport(responses: [
+        .json(201, #"{"ok":true,"id":"blue","rev":"1-a"}"#),
+        .json(409, #"{"error":"conflict","reason":"Document update conflict."}"#),
+    ])
+    let client = Simulation.client(transport: transport)
+    _ = try await client.value(
+        PutDocumentOperation(database: "albums", id: "blue", document: Album(title: "Blue", year: 1971)))
+    do {
+        _ = try await client.value(
+            PutDocumentOperation(database: "albums", id: "blue", document: Album(title: "Blue", year: 1972)))
+    } catch {
+        print(error.statusCode ?? 0)  // 409
+    }
+    print(transport.requests.count)  // 2
+    _ = transport
+    _ = client
+}
+
+// Sources/SwiftCouch/SwiftCouch.docc/WritingYourOwnOperation.md, line 16
+func snippet20() async throws {
+    let client = SnippetContext.client
+    struct RevisionLimitOperation: JSONOperation {
+        typealias Response = Int
+
+        var database: String
+
+        func validate() throws(CouchError) {
+            try CouchValidation.validateDatabaseName(database)
+        }
+
+        var endpoint: CouchPath { CouchPath(database, "_revs_limit") }
+    }
+
+    let limit = try await client.value(RevisionLimitOperation(database: "albums"))
+    _ = limit
+}
+
+// Sources/SwiftCouchTesting/SwiftCouchTesting.docc/SwiftCouchTesting.md, line 13
+func snippet21() async throws {
+
+    let run = Simulation.run(
+        GetDocumentOperation<JSONValue>(database: "albums", id: "blue"),
+        response: .json(200, #"{"_id":"blue","_rev":"1-x"}"#))
+    #expect(run.request?.method == "GET")
+    #expect(run.request?.path == "/albums/blue")
+    _ = run
+}
