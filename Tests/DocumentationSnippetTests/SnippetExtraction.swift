@@ -106,7 +106,7 @@ enum SnippetExtraction {
 
     /// The code with its string literals emptied and its comments removed (a name there is not a use).
     static func withoutStringLiterals(_ code: String) -> String {
-        code.replacingOccurrences(of: ##"#?"(?:[^"\\\n]|\\.)*"#?"##, with: "\"\"", options: .regularExpression)
+        code.replacingOccurrences(of: ##"#"[^\n]*?"#|"(?:[^"\\\n]|\\.)*""##, with: "\"\"", options: .regularExpression)
             .replacingOccurrences(of: "//[^\n]*", with: "", options: .regularExpression)
     }
 

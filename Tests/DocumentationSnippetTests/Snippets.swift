@@ -273,7 +273,6 @@ func snippet18() async throws {
 
 // Sources/SwiftCouch/SwiftCouch.docc/TestingWithSimulatedResponses.md, line 30
 func snippet19() async throws {
-    let rev = "1-x"
 
     let transport = SimulatedTransport(responses: [
         .json(201, #"{"ok":true,"id":"blue","rev":"1-a"}"#),
