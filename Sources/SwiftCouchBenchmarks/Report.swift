@@ -88,42 +88,92 @@ enum MachineDescription {
     }
 }
 
-/// The table of results.
+/// The table of results: for each row, the medians of its repeats.
 struct Report {
-    struct Row {
-        var workload: String
+    private struct Row {
+        var workload: Workload
         var transport: String
-        var library: Measurement
-        var baseline: Measurement
+        var library: [Measurement] = []
     }
 
-    var rows: [Row] = []
+    private var rows: [Row] = []
+    private var baselines: [String: [Measurement]] = [:]
 
-    mutating func add(workload: String, transport: String, library: Measurement, baseline: Measurement) {
-        rows.append(Row(workload: workload, transport: transport, library: library, baseline: baseline))
-        print("  done: \(workload) (\(transport))")
+    mutating func add(library: Measurement, workload: Workload, transport: String) {
+        if let index = rows.firstIndex(where: { $0.workload.name == workload.name && $0.transport == transport }) {
+            rows[index].library.append(library)
+        } else {
+            rows.append(Row(workload: workload, transport: transport, library: [library]))
+        }
+        print("  done: \(workload.name) (\(transport))")
+    }
+
+    mutating func add(baseline: Measurement, workload: Workload) {
+        baselines[workload.name, default: []].append(baseline)
+    }
+
+    static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        guard !sorted.isEmpty else { return .nan }
+        let middle = sorted.count / 2
+        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+    }
+
+    /// Median client CPU seconds per operation.
+    static func cpuPerOperation(_ runs: [Measurement]) -> Double {
+        median(runs.map { $0.cpuSeconds / Double(max($0.operations, 1)) })
+    }
+
+    static func throughput(_ runs: [Measurement]) -> Double { median(runs.map(\.operationsPerSecond)) }
+
+    /// CPU per operation in the unit that reads best for it.
+    static func cpu(_ seconds: Double, _ unit: OperationUnit) -> String {
+        switch unit {
+        case .pair, .mebibyte: return String(format: "%.3f ms", seconds * 1e3)
+        case .document, .change: return String(format: "%.1f µs", seconds * 1e6)
+        }
     }
 
     func table() -> String {
         var lines = [
-            "| workload | transport | library ops/s | URLSession ops/s | ratio | library CPU s/1k ops | URLSession CPU s/1k ops | library peak RSS |",
-            "|---|---|---:|---:|---:|---:|---:|---:|",
+            "| workload | transport | library ops/s | baseline ops/s | ratio | library CPU/op | baseline CPU/op "
+                + "| CPU ratio | CPU target | library peak RSS |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---|---:|",
         ]
         for row in rows {
-            let ratio = row.library.operationsPerSecond / max(row.baseline.operationsPerSecond, 1e-9)
-            let rss = row.library.peakResidentBytes.map { String(format: "%.0f MiB", Double($0) / 1_048_576) } ?? "n/a"
+            let baseline = baselines[row.workload.name] ?? []
+            let unit = row.workload.unit
+            let libraryRate = Self.throughput(row.library)
+            let baselineRate = Self.throughput(baseline)
+            let libraryCPU = Self.cpuPerOperation(row.library)
+            let baselineCPU = Self.cpuPerOperation(baseline)
+            let rss =
+                row.library.compactMap(\.peakResidentBytes).max().map {
+                    String(format: "%.0f MiB", Double($0) / 1_048_576)
+                } ?? "n/a"
+            var target = "—"
+            if let goal = row.workload.cpuTarget, row.transport == "sockets" {
+                target = "≤ \(Self.cpu(goal, unit)): \(libraryCPU <= goal ? "met" : "not met")"
+            }
             lines.append(
-                "| \(row.workload) | \(row.transport) | \(Self.rate(row.library.operationsPerSecond)) | "
-                    + "\(Self.rate(row.baseline.operationsPerSecond)) | \(String(format: "%.2f", ratio)) | "
-                    + "\(String(format: "%.3f", row.library.cpuSeconds * 1000 / Double(max(row.library.operations, 1)))) | "
-                    + "\(String(format: "%.3f", row.baseline.cpuSeconds * 1000 / Double(max(row.baseline.operations, 1)))) | "
+                "| \(row.workload.name) | \(row.transport) | \(Self.rate(libraryRate)) | \(Self.rate(baselineRate)) | "
+                    + "\(String(format: "%.2f", libraryRate / baselineRate)) | \(Self.cpu(libraryCPU, unit)) | "
+                    + "\(Self.cpu(baselineCPU, unit)) | \(String(format: "%.2f", libraryCPU / baselineCPU)) | \(target) | "
                     + "\(rss) |")
         }
         return lines.joined(separator: "\n")
     }
 
-    /// Operations per second: whole numbers, with two decimals below 10 (a 256 MiB round trip
-    /// takes seconds, and "0" would hide the difference).
+    static let legend = """
+        ops/s: operations per second (a PUT+GET pair, a document, a change, or a MiB), median of the repeats.
+        ratio: library throughput / baseline throughput (above 1: the library is faster); the baseline is plain
+        Foundation (URLSession, JSONSerialization, hand-written JSON) doing the same work in the same run.
+        CPU/op: the client process's user + system CPU (getrusage) per operation; CPU ratio: library / baseline
+        (below 1: the library uses less). CPU target: the goal for the socket transport (reported, not asserted).
+        peak RSS: the client process's high-water mark during the row (largest of the repeats).
+        """
+
+    /// Operations per second: whole numbers, with two decimals below 10.
     static func rate(_ value: Double) -> String {
         String(format: value < 10 ? "%.2f" : "%.0f", value)
     }

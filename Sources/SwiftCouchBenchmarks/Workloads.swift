@@ -8,29 +8,46 @@ struct BenchmarkSizes {
     var bulkDocuments: Int
     var changes: Int
     var attachmentBytes: Int
+    /// How many times each row is measured; the report shows the median.
+    var repeats: Int
 
-    init(quick: Bool) {
+    init(quick: Bool, repeats: Int? = nil) {
         pairsSequential = quick ? 200 : 2_000
         pairsConcurrent = quick ? 400 : 8_000
         bulkDocuments = quick ? 5_000 : 100_000
         changes = quick ? 5_000 : 100_000
         attachmentBytes = quick ? 16 << 20 : 256 << 20
+        self.repeats = max(1, repeats ?? (quick ? 1 : 3))
     }
+}
+
+/// What one operation of a row is, for per-operation figures.
+enum OperationUnit: String, Sendable {
+    case pair = "PUT+GET pair"
+    case document = "document"
+    case change = "change"
+    case mebibyte = "MiB"
 }
 
 /// One row of the table: the same work done by the library and by plain URLSession.
 struct Workload: Sendable {
     let name: String
+    var unit: OperationUnit = .document
+    /// The issue's target for the library's client CPU per operation on the socket transport, in
+    /// seconds (nil: no target). Reported, never asserted.
+    var cpuTarget: Double? = nil
     let measureLibrary: @Sendable (CouchDBClient) async throws -> Measurement
     let measurePlain: @Sendable (PlainClient) async throws -> Measurement
+    /// Run once after every repeat of the row (deletes what the rows kept for each other).
+    var cleanUp: @Sendable (PlainClient) async -> Void = { _ in }
 
     static func all(sizes: BenchmarkSizes) -> [Workload] {
         [
             putGetPairs(count: sizes.pairsSequential, concurrency: 1),
             putGetPairs(count: sizes.pairsConcurrent, concurrency: 16),
             bulkInsertAndRead(count: sizes.bulkDocuments),
+            attachmentTransfers(bytes: sizes.attachmentBytes),
             followChanges(count: sizes.changes),
-            attachmentRoundTrip(bytes: sizes.attachmentBytes),
         ].flatMap { $0 }
     }
 
@@ -46,7 +63,7 @@ struct Workload: Sendable {
         let perWorker = max(1, count / concurrency)
         return [
             Workload(
-                name: name,
+                name: name, unit: .pair, cpuTarget: 0.000_30,
                 measureLibrary: { client in
                     let db = database("pairs")
                     try await client.execute(CreateDatabaseOperation(name: db))
@@ -81,7 +98,7 @@ struct Workload: Sendable {
                                     for index in 0..<perWorker {
                                         let id = "w\(worker)-\(index)"
                                         _ = try await plain.put(
-                                            "/\(db)/\(id)", json: #"{"n":\#(index),"text":"\#(id)"}"#)
+                                            "/\(db)/\(id)", json: SmallDocument(n: index, text: id).json)
                                         _ = try await plain.get("/\(db)/\(id)")
                                     }
                                 }
@@ -102,11 +119,13 @@ struct Workload: Sendable {
         let batch = 1_000
         let shared = SharedDatabases()
         let insert = Workload(
-            name: "bulk insert \(count) small documents",
+            name: "_bulk_docs, \(count) documents in batches of \(batch)", unit: .document, cpuTarget: 0.000_004,
             measureLibrary: { client in
                 let db = database("bulk")
                 try await client.execute(CreateDatabaseOperation(name: db))
-                shared.set(library: db)
+                if let previous = shared.set(library: db) {
+                    _ = try? await client.execute(DeleteDatabaseOperation(name: previous))
+                }
                 return try await Measure.run {
                     let writer = BulkWriter<SmallDocument>(
                         client: client, database: db, options: .init(batchSize: batch, maximumBatchesInFlight: 4))
@@ -121,12 +140,12 @@ struct Workload: Sendable {
             measurePlain: { plain in
                 let db = database("bulk")
                 _ = try await plain.put("/\(db)", json: "")
-                shared.set(plain: db)
+                if let previous = shared.set(plain: db) { _ = try? await plain.delete("/\(previous)") }
                 return try await Measure.run {
                     var written = 0
                     for start in stride(from: 0, to: count, by: batch) {
                         let docs = (start..<min(start + batch, count)).map {
-                            #"{"_id":"\#(String(format: "doc%07d", $0))","n":\#($0),"text":"small"}"#
+                            SmallDocument(_id: String(format: "doc%07d", $0), n: $0, text: "small").json
                         }
                         let body = Data(("{\"docs\":[" + docs.joined(separator: ",") + "]}").utf8)
                         let rows = try await plain.post("/\(db)/_bulk_docs", body: body) as? [[String: Any]] ?? []
@@ -136,7 +155,7 @@ struct Workload: Sendable {
                 }
             })
         let read = Workload(
-            name: "read \(count) documents via _all_docs?include_docs=true",
+            name: "_all_docs?include_docs=true, \(count) documents streamed", unit: .document, cpuTarget: 0.000_010,
             measureLibrary: { client in
                 guard let db = shared.library else { throw PlainClient.Failure(description: "no bulk database") }
                 let measurement = try await Measure.run {
@@ -147,14 +166,15 @@ struct Workload: Sendable {
             },
             measurePlain: { plain in
                 guard let db = shared.plain else { throw PlainClient.Failure(description: "no bulk database") }
-                let measurement = try await Measure.run {
+                return try await Measure.run {
                     let object = try await plain.get("/\(db)/_all_docs?include_docs=true")
                     return (object["rows"] as? [[String: Any]])?.count ?? 0
                 }
-                for name in [db] + shared.allLibrary {
+            },
+            cleanUp: { plain in
+                for name in [shared.plain, shared.library].compactMap({ $0 }) {
                     _ = try? await plain.delete("/\(name)")
                 }
-                return measurement
             })
         return [insert, read]
     }
@@ -171,7 +191,7 @@ struct Workload: Sendable {
         }
         return [
             Workload(
-                name: "follow a \(count)-change feed",
+                name: "follow a \(count)-change feed", unit: .change,
                 measureLibrary: { client in
                     let db = database("changes")
                     try await client.execute(CreateDatabaseOperation(name: db))
@@ -214,8 +234,8 @@ struct Workload: Sendable {
 
     // MARK: Attachments
 
-    static func attachmentRoundTrip(bytes: Int) -> [Workload] {
-        let megabytes = bytes >> 20
+    static func attachmentTransfers(bytes: Int) -> [Workload] {
+        let megabytes = max(1, bytes >> 20)
         let source = FileManager.default.temporaryDirectory.appendingPathComponent("swiftcouch-bench-\(megabytes).bin")
         @Sendable func prepare() throws {
             if let size = (try? FileManager.default.attributesOfItem(atPath: source.path)[.size]) as? NSNumber,
@@ -229,62 +249,110 @@ struct Workload: Sendable {
             let handle = try FileHandle(forWritingTo: source)
             var words = [UInt64](repeating: 0, count: 1 << 17)  // 1 MiB
             var generator = SystemRandomNumberGenerator()
-            for _ in 0..<max(1, megabytes) {
+            for _ in 0..<megabytes {
                 for index in words.indices { words[index] = generator.next() }
                 try words.withUnsafeBytes { try handle.write(contentsOf: Data($0)) }
             }
             try handle.close()
         }
         let target = FileManager.default.temporaryDirectory.appendingPathComponent("swiftcouch-bench-out.bin")
-        return [
-            Workload(
-                name: "upload + download a \(megabytes) MiB attachment",
-                measureLibrary: { client in
-                    try prepare()
-                    let db = database("att")
-                    try await client.execute(CreateDatabaseOperation(name: db))
-                    let measurement = try await Measure.run {
-                        _ = try await client.upload(
-                            UploadAttachmentOperation(
-                                database: db, documentID: "blob", name: "data.bin", revision: nil,
-                                contentType: "application/octet-stream", body: try .file(source))
-                        ).value
-                        let result = try await client.download(
-                            GetAttachmentOperation(database: db, documentID: "blob", name: "data.bin"), to: target
-                        ).value
-                        return result.length == Int64(bytes) ? 2 : 0
-                    }
-                    _ = try? await client.execute(DeleteDatabaseOperation(name: db))
-                    return measurement
-                },
-                measurePlain: { plain in
-                    try prepare()
-                    let db = database("att")
-                    _ = try await plain.put("/\(db)", json: "")
-                    let measurement = try await Measure.run {
-                        try await plain.upload(
-                            "/\(db)/blob/data.bin", file: source, contentType: "application/octet-stream")
-                        try await plain.download("/\(db)/blob/data.bin", to: target)
-                        return 2
-                    }
-                    _ = try? await plain.delete("/\(db)")
-                    return measurement
-                })
-        ]
+        @Sendable func libraryUpload(_ client: CouchDBClient, _ db: String) async throws {
+            _ = try await client.upload(
+                UploadAttachmentOperation(
+                    database: db, documentID: "blob", name: "data.bin", revision: nil,
+                    contentType: "application/octet-stream", body: try .file(source))
+            ).value
+        }
+        @Sendable func check(_ file: URL) throws -> Int {
+            let size = (try FileManager.default.attributesOfItem(atPath: file.path)[.size] as? NSNumber)?.intValue
+            guard size == bytes else {
+                throw PlainClient.Failure(description: "downloaded \(size ?? -1) bytes, not \(bytes)")
+            }
+            return megabytes
+        }
+        let upload = Workload(
+            name: "\(megabytes) MiB attachment, upload from a file", unit: .mebibyte,
+            measureLibrary: { client in
+                try prepare()
+                let db = database("att")
+                try await client.execute(CreateDatabaseOperation(name: db))
+                let measurement = try await Measure.run {
+                    try await libraryUpload(client, db)
+                    return megabytes
+                }
+                _ = try? await client.execute(DeleteDatabaseOperation(name: db))
+                return measurement
+            },
+            measurePlain: { plain in
+                try prepare()
+                let db = database("att")
+                _ = try await plain.put("/\(db)", json: "")
+                let measurement = try await Measure.run {
+                    try await plain.upload(
+                        "/\(db)/blob/data.bin", file: source, contentType: "application/octet-stream")
+                    return megabytes
+                }
+                _ = try? await plain.delete("/\(db)")
+                return measurement
+            })
+        let download = Workload(
+            name: "\(megabytes) MiB attachment, download to a file", unit: .mebibyte,
+            measureLibrary: { client in
+                try prepare()
+                let db = database("att")
+                try await client.execute(CreateDatabaseOperation(name: db))
+                try await libraryUpload(client, db)
+                let measurement = try await Measure.run {
+                    _ = try await client.download(
+                        GetAttachmentOperation(database: db, documentID: "blob", name: "data.bin"), to: target
+                    ).value
+                    return try check(target)
+                }
+                _ = try? await client.execute(DeleteDatabaseOperation(name: db))
+                return measurement
+            },
+            measurePlain: { plain in
+                try prepare()
+                let db = database("att")
+                _ = try await plain.put("/\(db)", json: "")
+                try await plain.upload("/\(db)/blob/data.bin", file: source, contentType: "application/octet-stream")
+                let measurement = try await Measure.run {
+                    try await plain.download("/\(db)/blob/data.bin", to: target)
+                    return try check(target)
+                }
+                _ = try? await plain.delete("/\(db)")
+                return measurement
+            })
+        return [upload, download]
     }
 }
 
-/// A small document.
+/// The benchmark's document: about 215 bytes of JSON, like a typical small record.
 struct SmallDocument: Codable, Sendable {
     var _id: String?
     var _rev: String?
     var n: Int
     var text: String
+    var artist = "Joni Mitchell"
+    var album = "Blue"
+    var year = 1971
+    var tags = ["folk", "singer-songwriter", "1970s"]
+    var rating = 4.5
+    var available = true
+    var label = "Reprise Records"
 
     init(_id: String? = nil, n: Int, text: String) {
         self._id = _id
         self.n = n
         self.text = text
+    }
+
+    /// The same document as JSON text, written by hand, for the plain-Foundation baseline.
+    var json: String {
+        let id = _id.map { #""_id":"\#($0)","# } ?? ""
+        return #"{\#(id)"n":\#(n),"text":"\#(text)","artist":"\#(artist)","album":"\#(album)","year":\#(year),"#
+            + #""tags":["folk","singer-songwriter","1970s"],"rating":\#(rating),"available":\#(available),"#
+            + #""label":"\#(label)"}"#
     }
 }
 
@@ -297,15 +365,23 @@ final class SharedDatabases: @unchecked Sendable {
 
     private var libraryNames: [String] = []
 
-    func set(library: String) {
+    /// Records the library's newest database; returns the one it replaces (to delete).
+    @discardableResult
+    func set(library: String) -> String? {
         lock.withLock {
-            libraryName = library
+            defer { libraryName = library }
             libraryNames.append(library)
+            return libraryName
         }
     }
-    /// Every database the library rows made.
-    var allLibrary: [String] { lock.withLock { libraryNames } }
-    func set(plain: String) { lock.withLock { plainName = plain } }
+    /// Records the baseline's newest database; returns the one it replaces (to delete).
+    @discardableResult
+    func set(plain: String) -> String? {
+        lock.withLock {
+            defer { plainName = plain }
+            return plainName
+        }
+    }
     var library: String? { lock.withLock { libraryName } }
     var plain: String? { lock.withLock { plainName } }
 }

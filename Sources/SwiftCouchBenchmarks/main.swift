@@ -3,6 +3,7 @@
 //
 //     swift run -c release SwiftCouchBenchmarks            # full size
 //     swift run -c release SwiftCouchBenchmarks --quick    # reduced size (CI)
+//     swift run -c release SwiftCouchBenchmarks --repeats 5   # medians of 5 (default 3; quick 1)
 //     swift run -c release SwiftCouchBenchmarks --urlsession-study   # ways of driving URLSession
 //
 // Against a TestServer started in a child process (so the client's CPU and memory are measured
@@ -26,7 +27,8 @@ if let index = arguments.firstIndex(of: "--serve") {
 }
 
 let quick = arguments.contains("--quick")
-let sizes = BenchmarkSizes(quick: quick)
+let repeats = arguments.firstIndex(of: "--repeats").flatMap { $0 + 1 < arguments.count ? Int(arguments[$0 + 1]) : nil }
+let sizes = BenchmarkSizes(quick: quick, repeats: repeats)
 let environment = ProcessInfo.processInfo.environment
 
 /// The server: COUCHDB_URL, or a TestServer in a child process.
@@ -65,36 +67,38 @@ print("")
 var report = Report()
 let transports = availableTransports(for: serverURL)
 let plain = PlainClient(base: serverURL, username: username, password: password)
+print(
+    "Document: \(SmallDocument(_id: "doc0000000", n: 0, text: "small").json.utf8.count) bytes of JSON; "
+        + "\(sizes.repeats) repeat(s) per row, interleaved, medians reported.")
 
 for workload in Workload.all(sizes: sizes) {
-    // The library runs first, so its peak memory is not inflated by what the baseline left behind.
-    var results: [(String, Measurement)] = []
-    for (transportName, makeTransport) in transports {
-        var configuration = Configuration()
-        configuration.transport = makeTransport()
-        configuration.maximumConcurrentOperations = 16
-        configuration.authentication = .basic
-        let client = CouchDBClient(
-            url: serverURL, credentials: Credentials(username: username, password: password),
-            configuration: configuration)
+    for _ in 0..<sizes.repeats {
+        // The library runs first, so its peak memory is not inflated by what the baseline left behind.
+        for (transportName, makeTransport) in transports {
+            var configuration = Configuration()
+            configuration.transport = makeTransport()
+            configuration.maximumConcurrentOperations = 16
+            configuration.authentication = .basic
+            let client = CouchDBClient(
+                url: serverURL, credentials: Credentials(username: username, password: password),
+                configuration: configuration)
+            do {
+                report.add(
+                    library: try await workload.measureLibrary(client), workload: workload, transport: transportName)
+            } catch {
+                print("  \(workload.name) with \(transportName): failed: \(error)")
+            }
+            client.shutdown()
+        }
         do {
-            results.append((transportName, try await workload.measureLibrary(client)))
+            report.add(baseline: try await workload.measurePlain(plain), workload: workload)
         } catch {
-            print("  \(workload.name) with \(transportName): failed: \(error)")
+            print("  \(workload.name): the plain URLSession baseline failed: \(error)")
         }
-        client.shutdown()
     }
-    do {
-        let baseline = try await workload.measurePlain(plain)
-        for (transportName, library) in results {
-            report.add(workload: workload.name, transport: transportName, library: library, baseline: baseline)
-        }
-    } catch {
-        print("  \(workload.name): the plain URLSession baseline failed: \(error)")
-    }
+    await workload.cleanUp(plain)
 }
 
 print(report.table())
 print("")
-print("ratio = library throughput / plain URLSession throughput (above 1: the library is faster).")
-print("CPU = client CPU seconds (user + system) per 1,000 operations; peak RSS = the client process during the row.")
+print(Report.legend)
