@@ -4,6 +4,7 @@
 //     swift run -c release SwiftCouchBenchmarks            # full size
 //     swift run -c release SwiftCouchBenchmarks --quick    # reduced size (CI)
 //     swift run -c release SwiftCouchBenchmarks --repeats 5   # medians of 5 (default 3; quick 1)
+//     swift run -c release SwiftCouchBenchmarks --only _all_docs   # the rows whose name contains it
 //     swift run -c release SwiftCouchBenchmarks --urlsession-study   # ways of driving URLSession
 //
 // Against a TestServer started in a child process (so the client's CPU and memory are measured
@@ -71,7 +72,10 @@ print(
     "Document: \(SmallDocument(_id: "doc0000000", n: 0, text: "small").json.utf8.count) bytes of JSON; "
         + "\(sizes.repeats) repeat(s) per row, interleaved, medians reported.")
 
-for workload in Workload.all(sizes: sizes) {
+/// `--only <text>`: just the rows whose name contains the text (for profiling one workload).
+let only = arguments.firstIndex(of: "--only").flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
+
+for workload in Workload.all(sizes: sizes) where only.map({ workload.name.contains($0) }) ?? true {
     for _ in 0..<sizes.repeats {
         // The library runs first, so its peak memory is not inflated by what the baseline left behind.
         for (transportName, makeTransport) in transports {
