@@ -61,6 +61,9 @@ struct BulkEndToEndTests {
             #expect(generated.count == 32)
             let revA = try #require(created.value[0].rev)
             let revB = try #require(created.value[1].rev)
+            // A cluster copy that has not seen "b" yet would take a write of it without a revision.
+            try await awaitEveryCopy(client, db, id: "b", rev: revB)
+            try await awaitEveryCopy(client, db, id: "a", rev: revA)
 
             let mixed = try await client.value(
                 BulkDocsOperation(
@@ -274,9 +277,12 @@ struct BulkEndToEndTests {
                 _ = try await client.execute(PutDocumentOperation(database: db, id: "plain", document: Item(n: 9)))
             }
             try await settle(client, db)  // `_all_docs` reads one copy of each shard
-            let partition = try await client.value(
-                AllDocsOperation<Item>(
-                    database: db, source: .partition("sensor-1"), options: KeyRangeOptions(includeDocs: true)))
+            let partition = try await converged(
+                read: {
+                    try await client.value(
+                        AllDocsOperation<Item>(
+                            database: db, source: .partition("sensor-1"), options: KeyRangeOptions(includeDocs: true)))
+                }, until: { $0.rows.count == 2 })
             #expect(partition.rows.map(\.id) == ["sensor-1:r1", "sensor-1:r2"])
             #expect(partition.rows.compactMap(\.doc) == [Item(n: 0), Item(n: 1)])
             let all = try await client.value(AllDocsOperation<Item>(database: db))

@@ -27,7 +27,10 @@ struct BulkWriterEndToEndTests {
     @Test("Conflicting rows are reported, not retried; the rest are written")
     func conflicts() async throws {
         try await withDatabase("bulkconflict") { client, db in
-            _ = try await client.value(PutDocumentOperation(database: db, id: "taken", document: Note(text: "x", n: 0)))
+            let taken = try await client.value(
+                PutDocumentOperation(database: db, id: "taken", document: Note(text: "x", n: 0)))
+            // A cluster copy that has not seen "taken" yet would accept the write (no conflict there).
+            try await awaitEveryCopy(client, db, id: "taken", rev: try #require(taken.rev))
             let writer = BulkWriter<Note>(client: client, database: db, options: .init(batchSize: 2))
             let results = try await writer.write(
                 contentsOf: [

@@ -150,7 +150,10 @@ struct ChangesEndToEndTests {
     @Test("Longpoll: returns empty at a short timeout; returns a write made while it waits")
     func longpoll() async throws {
         try await withSingleShardDatabase("changes-longpoll") { client, db in
-            _ = try await client.value(PutDocumentOperation(database: db, id: "first", document: Note(text: "1", n: 1)))
+            let first = try await client.value(
+                PutDocumentOperation(database: db, id: "first", document: Note(text: "1", n: 1)))
+            // `since=now` is the sequence of the copy that answers: on a cluster, one that has the write.
+            try await awaitEveryCopy(client, db, id: "first", rev: try #require(first.rev))
             let quiet = try await client.value(
                 ChangesOperation<JSONValue>(database: db, feed: .longpoll, since: .now, timeout: 200))
             #expect(quiet.results.isEmpty)

@@ -62,6 +62,8 @@ struct CoreEndToEndTests {
                 PutDocumentOperation(database: db, id: "n1", document: Note(text: "again", n: 2), revision: rev1))
             let rev2 = try #require(updated.rev)
             #expect(rev2.hasPrefix("2-"))
+            // A cluster copy that has not seen rev2 would take the stale write as a conflict branch.
+            try await awaitEveryCopy(client, db, id: "n1", rev: rev2)
             do {
                 _ = try await client.execute(
                     PutDocumentOperation(database: db, id: "n1", document: Note(text: "stale", n: 3), revision: rev1))

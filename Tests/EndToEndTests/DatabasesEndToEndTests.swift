@@ -27,7 +27,9 @@ struct DatabasesEndToEndTests {
             let commit = try await client.value(EnsureFullCommitOperation(database: db))
             #expect(commit.ok)
             #expect(commit.instanceStartTime != nil)
-            let info = try await client.value(GetDatabaseInfoOperation(name: db))
+            // A cluster's counts come from one copy of each shard: they converge.
+            let info = try await converged(
+                read: { try await client.value(GetDatabaseInfoOperation(name: db)) }, until: { $0.docCount == 4 })
             #expect(info.docCount == 4)
             do {
                 _ = try await client.execute(CompactDatabaseOperation(database: db + "-missing"))
@@ -71,6 +73,8 @@ struct DatabasesEndToEndTests {
                 ).rev)
             let future = "3-" + String(repeating: "a", count: 32)
             let unknown = "1-" + String(repeating: "b", count: 32)
+            // On a cluster, a copy that has not seen rev2 yet would report it missing.
+            try await awaitEveryCopy(client, db, id: "d", rev: rev2)
 
             let diff = try await client.value(
                 RevsDiffOperation(database: db, revisions: ["d": [rev1, rev2, future], "nope": [unknown]]))
@@ -102,6 +106,10 @@ struct DatabasesEndToEndTests {
                     PutDocumentOperation(database: db, id: "doomed", document: Note(text: "d", n: 1))
                 )
                 .rev)
+            // A cluster copy that gets the document only after the purge would keep it: purge
+            // once every copy has it.
+            try await awaitEveryCopy(client, db, id: "doomed", rev: doomed)
+            try await awaitEveryCopy(client, db, id: "keep", rev: try #require(keep.rev))
             let before = try await client.value(GetDatabaseInfoOperation(name: db))
             let purged = try await client.value(PurgeOperation(database: db, revisions: ["doomed": [doomed]]))
             #expect(purged.purged == ["doomed": [doomed]])

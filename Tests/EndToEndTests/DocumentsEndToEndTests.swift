@@ -44,6 +44,14 @@ private func writeConflicts(_ client: CouchDBClient, _ db: String, id: String) a
             newEdits: false))
     #expect(written.statusCode == 201)
     #expect(written.value.isEmpty)
+    // On a cluster, wait until the copies have every branch: read from all of them (r = n, which
+    // repairs the copies behind) until the conflicts are there, three reads in a row.
+    var everyCopy = GetDocumentOperation<CouchDocument<Memo>>(
+        database: db, id: id, options: DocumentReadOptions(meta: true))
+    everyCopy.readQuorum = (try await client.value(GetDatabaseInfoOperation(name: db))).cluster?.n ?? 1
+    _ = try await converged(
+        read: { try? await client.value(everyCopy) },
+        until: { $0?.conflicts == ["2-" + hash("b")] && $0?.deletedConflicts == ["2-" + hash("d")] })
 }
 
 @Suite("End to end: document operations")
@@ -296,8 +304,12 @@ struct DocumentsEndToEndTests {
             let head = try #require(try await client.value(HeadDocumentOperation(database: db, id: "_local/cfg")))
             #expect(head.revision == nil)
             #expect(head.etag.isEmpty == false)
-            let read = try await client.value(
-                GetDocumentOperation<CouchDocument<Memo>>(database: db, id: "_local/cfg"))
+            // A cluster's copies of a `_local` document are written by a quorum: read until the
+            // copy that answers has the last write.
+            let read = try await converged(
+                read: {
+                    try await client.value(GetDocumentOperation<CouchDocument<Memo>>(database: db, id: "_local/cfg"))
+                }, until: { $0.rev == "0-2" })
             #expect(read.id == "_local/cfg")
             #expect(read.rev == "0-2")
             #expect(read.text == "v2")
@@ -323,6 +335,11 @@ struct DocumentsEndToEndTests {
             let deleted = try await client.value(
                 DeleteDocumentOperation(database: db, id: "_local/cfg", revision: "0-2"))
             #expect(deleted.rev == "0-0")
+            // On a cluster, a copy may answer before it has seen the delete: read until it has.
+            let gone = try await convergedStatus(404) {
+                _ = try await client.execute(GetDocumentOperation<Memo>(database: db, id: "_local/cfg"))
+            }
+            #expect(gone == 404, "a deleted _local document should be 404")
             do {
                 _ = try await client.execute(GetDocumentOperation<Memo>(database: db, id: "_local/cfg"))
                 Issue.record("a deleted _local document should be 404")

@@ -152,6 +152,20 @@ func awaitEveryCopy(_ client: CouchDBClient, _ db: String, id: String, rev: Stri
     _ = try await converged(read: { try? await client.value(everyCopy) }, until: { $0?["_rev"] == .string(rev) })
 }
 
+/// ``awaitEveryCopy(_:_:id:rev:)`` for many documents at once (a bulk write's results), a few
+/// at a time: for queries such as `_find`, whose every request may reach any copy of a shard.
+func awaitEveryCopy(_ client: CouchDBClient, _ db: String, writes: [(id: String, rev: String)]) async throws {
+    var pending = writes[...]
+    while !pending.isEmpty {
+        let slice = pending.prefix(8)
+        pending = pending.dropFirst(8)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for write in slice { group.addTask { try await awaitEveryCopy(client, db, id: write.id, rev: write.rev) } }
+            try await group.waitForAll()
+        }
+    }
+}
+
 /// The HTTP status `request` ends with (200 for an answer, nil for a non-HTTP error), read until
 /// it is `expected` (see ``converged(seconds:read:until:)``): for what a cluster's copies learn
 /// soon, not at once (a `_security` change, a user's new roles).

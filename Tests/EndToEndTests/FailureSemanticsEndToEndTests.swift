@@ -168,8 +168,10 @@ struct ShutdownEndToEndTests {
     @Test("shutdown() ends a continuous feed, a long-poll follower and a paused row stream, each with a clear error")
     func shutdownReachesStreams() async throws {
         try await withDatabase("shutdown") { setup, db in
+            // Enough rows that the paused stream cannot have read its whole body in a few reads
+            // (then it would have completed before the shutdown).
             _ = try await setup.value(
-                BulkDocsOperation(database: db, documents: (0..<500).map { Note(_id: "s\($0)", text: "", n: $0) }))
+                BulkDocsOperation(database: db, documents: (0..<5_000).map { Note(_id: "s\($0)", text: "", n: $0) }))
             try await settle(setup, db)  // the row stream reads one copy of each shard
             let client = E2EEnvironment.shared.client()
             var continuousOptions = ChangesFollower<JSONValue>.Options(mode: .listen)
@@ -189,8 +191,15 @@ struct ShutdownEndToEndTests {
                     }
                 }
             }
+            // On a cluster a request may reach copies that lag: take a stream whose copies have every row.
             var rows = client.rows(AllDocsOperation<JSONValue>(database: db), bufferSize: 8).makeAsyncIterator()
-            _ = try await rows.next()  // then paused: nobody reads
+            let deadline = Date().addingTimeInterval(30)
+            while true {
+                let stream = client.rows(AllDocsOperation<JSONValue>(database: db), bufferSize: 8)
+                rows = stream.makeAsyncIterator()
+                _ = try await rows.next()  // then paused: nobody reads
+                if stream.metadata["total_rows"] == 5_000 || Date() > deadline { break }
+            }
             try await Task.sleep(nanoseconds: 300_000_000)  // the followers are waiting on the server
             client.shutdown()
             for task in tasks {

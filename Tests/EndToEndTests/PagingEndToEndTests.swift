@@ -68,10 +68,19 @@ struct BookmarkPagingEndToEndTests {
     @Test("_find pages of 7 by bookmark: every matching document exactly once, as pages, rows and queued operations")
     func findPages() async throws {
         try await withDatabase("bookmarks") { client, db in
-            _ = try await client.value(
+            let written = try await client.value(
                 BulkDocsOperation(
                     database: db, documents: (0..<60).map { Note(_id: String(format: "b%03d", $0), text: "", n: $0) }))
+            // Every page may be read from any copy of a shard: wait until every copy has every document.
+            try await awaitEveryCopy(
+                client, db, writes: written.compactMap { row in row.rev.map { (row.id ?? "", $0) } })
             let query = FindOperation<Note>(database: db, selector: .field("n").greaterThanOrEqual(10))
+            // `_find` reads one copy of each shard: on a cluster, wait until the copies have every write.
+            var whole = query
+            whole.query.limit = 100
+            let everything = try await converged(
+                read: { try await client.value(whole) }, until: { $0.docs.count == 50 })
+            #expect(everything.docs.count == 50)
             var seen: [Int] = []
             var pageCount = 0
             for try await page in client.pages(query, pageSize: 7) {

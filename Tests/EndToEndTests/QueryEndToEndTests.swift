@@ -23,6 +23,10 @@ private func seedItems(_ client: CouchDBClient, _ db: String, count: Int = 50, i
     let results = try await client.value(BulkDocsOperation(database: db, documents: items))
     #expect(results.count == count)
     #expect(results.allSatisfy { $0.rev != nil })
+    // Queries read one copy of each shard: on a cluster, wait until the copies have every write.
+    _ = try await converged(
+        read: { try await client.value(AllDocsOperation<JSONValue>(database: db)) },
+        until: { $0.rows.filter { $0.id?.hasPrefix(idPrefix) == true }.count >= count })
 }
 
 private func ids(_ docs: [JSONValue]) -> [String] { docs.compactMap { $0["_id"]?.stringValue } }
@@ -48,7 +52,9 @@ struct QueryEndToEndTests {
             #expect(partial.result == "created")
             #expect(partial.id.hasPrefix("_design/"))
 
-            let list = try await client.value(ListIndexesOperation(database: db))
+            // Index design documents reach a cluster's every copy soon, not at once.
+            let list = try await converged(
+                read: { try await client.value(ListIndexesOperation(database: db)) }, until: { $0.totalRows == 3 })
             #expect(list.totalRows == 3)
             #expect(list.indexes.first?.name == "_all_docs")
             #expect(list.indexes.first?.type == .special)
@@ -239,8 +245,14 @@ struct QueryEndToEndTests {
             #expect(Set(unsorted) == all)
 
             _ = try await client.value(CreateIndexOperation(database: db, index: .json(fields: ["n"]), name: "n-idx"))
-            let sorted = try await pages(
-                MangoQuery(selector: Selector.field("n").greaterThanOrEqual(0), sort: [.ascending("n")], limit: 7))
+            let sortedQuery = MangoQuery(
+                selector: Selector.field("n").greaterThanOrEqual(0), sort: [.ascending("n")], limit: 7)
+            // On a cluster the new index's design document reaches every copy soon, not at once.
+            let usable = try await convergedStatus(200) {
+                _ = try await client.value(FindOperation<Item>(database: db, query: sortedQuery))
+            }
+            #expect(usable == 200)
+            let sorted = try await pages(sortedQuery)
             #expect(sorted == all.sorted())
         }
     }
