@@ -4,15 +4,20 @@ extension CouchDBClient {
     /// Runs `operation` on the client's queue and returns its response.
     ///
     /// Cancelling the calling task cancels the HTTP request (or the pending retry) at once.
+    /// - Parameters:
+    ///   - operation: the CouchDB call.
+    ///   - options: this call's timeout, retry policy and extra headers (defaults: the configuration's).
     /// - Throws: ``CouchError`` — `.cancelled` when the task was cancelled.
     @discardableResult
-    public func execute<Op: CouchOperation>(_ operation: Op) async throws(CouchError) -> CouchResponse<Op.Response> {
+    public func execute<Op: CouchOperation>(_ operation: Op, options: CallOptions = CallOptions())
+        async throws(CouchError) -> CouchResponse<Op.Response>
+    {
         let box = Locked<CouchOperationTask<Op>?>(nil)
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation {
                 (continuation: CheckedContinuation<Result<CouchResponse<Op.Response>, CouchError>, Never>) in
                 let task = makeTask(
-                    building: { operation }, callbackQueue: callbackQueue,
+                    building: { operation }, callbackQueue: callbackQueue, options: options,
                     completion: { result in continuation.resume(returning: result) })
                 box.withLock { $0 = task }
                 if Task.isCancelled { task.cancel() }
@@ -25,7 +30,9 @@ extension CouchDBClient {
     }
 
     /// Runs `operation` and returns just its decoded value.
-    public func value<Op: CouchOperation>(_ operation: Op) async throws(CouchError) -> Op.Response {
-        try await execute(operation).value
+    public func value<Op: CouchOperation>(_ operation: Op, options: CallOptions = CallOptions())
+        async throws(CouchError) -> Op.Response
+    {
+        try await execute(operation, options: options).value
     }
 }

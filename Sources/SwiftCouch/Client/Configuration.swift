@@ -82,13 +82,27 @@ public struct LogEvent: Sendable, CustomStringConvertible {
     public var level: Level
     /// The message; already free of passwords and cookies.
     public var message: String
+    /// Structured details, when the message is about a request: `operation`, `method`, `path`
+    /// (percent-encoded, no query), `status`, `attempt`, `duration` (seconds). Never secrets.
+    public var metadata: [String: String]
 
-    public init(level: Level, message: String) {
+    public init(level: Level, message: String, metadata: [String: String] = [:]) {
         self.level = level
         self.message = message
+        self.metadata = metadata
     }
 
-    public var description: String { "[\(level)] \(message)" }
+    public var description: String {
+        guard !metadata.isEmpty else { return "[\(level)] \(message)" }
+        let details = metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        return "[\(level)] \(message) {\(details)}"
+    }
+}
+
+/// The library's version, as the default `User-Agent` shows it.
+public enum SwiftCouchVersion {
+    /// The version of this SwiftCouch.
+    public static let current = "0.9.0"
 }
 
 /// Everything configurable about a ``CouchDBClient``. Every property has a default, stated on it.
@@ -131,6 +145,29 @@ public struct Configuration: Sendable {
     /// ``SocketTransport`` for `http` and ``URLSessionTransport`` for `https`; on Apple platforms,
     /// ``URLSessionTransport``).
     public var transport: (any Transport)? = nil
+    /// Take part in every request: each adapter may change the headers of each attempt, in this
+    /// order (see ``RequestAdapter`` for where they run and what they cannot change). Defaults to none.
+    public var adapters: [any RequestAdapter] = []
+    /// Watch every attempt, response, failure and retry, for metrics and tracing (see
+    /// ``EventMonitor``). Defaults to none.
+    public var monitors: [any EventMonitor] = []
+    /// The `User-Agent` header of every request (an operation's own header or a call's
+    /// ``CallOptions/headers`` win). Nil sends none. Defaults to ``Configuration/defaultUserAgent``.
+    public var userAgent: String? = Configuration.defaultUserAgent
+
+    /// `SwiftCouch/<version> (Swift; <platform>)`.
+    public static let defaultUserAgent: String = {
+        #if os(Linux)
+            let platform = "Linux"
+        #elseif os(macOS)
+            let platform = "macOS"
+        #elseif os(iOS)
+            let platform = "iOS"
+        #else
+            let platform = "Apple"
+        #endif
+        return "SwiftCouch/\(SwiftCouchVersion.current) (Swift; \(platform))"
+    }()
 
     /// The default configuration.
     public init() {}

@@ -58,38 +58,48 @@ public final class CouchDBClient: Sendable {
     /// - Parameters:
     ///   - operation: the CouchDB call.
     ///   - completion: called exactly once with the result, on ``callbackQueue``.
+    ///   - options: this call's timeout, retry policy and extra headers.
     public func task<Op: CouchOperation>(
-        for operation: Op, completion: @escaping CouchOperationTask<Op>.Completion = { _ in }
+        for operation: Op, options: CallOptions = CallOptions(),
+        completion: @escaping CouchOperationTask<Op>.Completion = { _ in }
     ) -> CouchOperationTask<Op> {
-        task(building: { operation }, completion: completion)
+        task(building: { operation }, options: options, completion: completion)
     }
 
     /// Makes a task whose operation is built when the task starts — after its dependencies have
     /// finished — so it can use their results (for example the revision a previous write returned).
     /// If `builder` throws, the completion receives that error and nothing is sent.
+    ///
+    /// `options` sets this call's timeout, retry policy and extra headers.
     public func task<Op: CouchOperation>(
-        building builder: @escaping @Sendable () throws -> Op,
+        building builder: @escaping @Sendable () throws -> Op, options: CallOptions = CallOptions(),
         completion: @escaping CouchOperationTask<Op>.Completion = { _ in }
     ) -> CouchOperationTask<Op> {
-        makeTask(building: builder, callbackQueue: callbackQueue, completion: completion)
+        makeTask(building: builder, callbackQueue: callbackQueue, options: options, completion: completion)
     }
 
     /// The one place tasks are made.
     func makeTask<Op: CouchOperation>(
         building builder: @escaping @Sendable () throws -> Op, callbackQueue: DispatchQueue,
-        completion: @escaping CouchOperationTask<Op>.Completion
+        options: CallOptions = CallOptions(), completion: @escaping CouchOperationTask<Op>.Completion
     ) -> CouchOperationTask<Op> {
         CouchOperationTask(
-            makeOperation: builder, session: session, callbackQueue: callbackQueue, completion: completion)
+            makeOperation: builder, session: session, callbackQueue: callbackQueue, options: options,
+            completion: completion)
     }
 
     /// Runs `operation` on the client's own queue.
     /// - Returns: the task, to cancel it or to make other tasks depend on it.
     @discardableResult
+    /// - Parameters:
+    ///   - operation: the CouchDB call.
+    ///   - options: this call's timeout, retry policy and extra headers.
+    ///   - completion: called exactly once with the result, on ``callbackQueue``.
     public func add<Op: CouchOperation>(
-        operation: Op, completion: @escaping CouchOperationTask<Op>.Completion = { _ in }
+        operation: Op, options: CallOptions = CallOptions(),
+        completion: @escaping CouchOperationTask<Op>.Completion = { _ in }
     ) -> CouchOperationTask<Op> {
-        let task = task(for: operation, completion: completion)
+        let task = task(for: operation, options: options, completion: completion)
         operationQueue.addOperation(task)
         return task
     }

@@ -12,7 +12,7 @@ public struct CouchError: Error, Sendable, CustomStringConvertible, CustomDebugS
     /// What kind of failure this is. New kinds may be added; switch with a `default`.
     public struct Kind: Hashable, Sendable, CustomStringConvertible {
         private enum Code: String {
-            case validation, serialisation, transport, http, decoding, cancelled, authentication
+            case validation, serialisation, transport, http, decoding, cancelled, authentication, adapter
         }
         private let code: Code
         private init(_ code: Code) { self.code = code }
@@ -31,6 +31,8 @@ public struct CouchError: Error, Sendable, CustomStringConvertible, CustomDebugS
         public static let cancelled = Kind(.cancelled)
         /// Logging in failed: wrong credentials, or a session that could not be renewed.
         public static let authentication = Kind(.authentication)
+        /// A ``RequestAdapter`` failed or set a header it may not; that attempt was not sent.
+        public static let adapter = Kind(.adapter)
 
         public var description: String { code.rawValue }
     }
@@ -60,6 +62,19 @@ public struct CouchError: Error, Sendable, CustomStringConvertible, CustomDebugS
     /// document back before writing it again. False means the request was not carried out: it was
     /// never sent, or the server answered that it refused it.
     public var isOutcomeUnknown: Bool
+
+    /// The server answered `409 Conflict`: the revision given is not the current one (or none was given
+    /// for an existing document).
+    public var isConflict: Bool { statusCode == 409 }
+    /// The server answered `404 Not Found`: no such database, document, attachment or view.
+    public var isNotFound: Bool { statusCode == 404 }
+    /// The server answered `401 Unauthorized`: the credentials were refused or none were given.
+    public var isUnauthorized: Bool { statusCode == 401 }
+    /// The server answered `403 Forbidden`: the user may not do this (or a validation function refused
+    /// the document).
+    public var isForbidden: Bool { statusCode == 403 }
+    /// The server answered `429 Too Many Requests` (after SwiftCouch's own retries ran out).
+    public var isTooManyRequests: Bool { statusCode == 429 }
 
     /// Creates an error. Prefer the static factories.
     public init(

@@ -28,12 +28,14 @@ public final class CouchOperationTask<Operation: CouchOperation>: Foundation.Ope
     private let session: InterceptableSession
     private let callbackQueue: DispatchQueue
     private let completion: Completion
+    private let options: CallOptions
 
     init(
         makeOperation: @escaping @Sendable () throws -> Operation, session: InterceptableSession,
-        callbackQueue: DispatchQueue, completion: @escaping Completion
+        callbackQueue: DispatchQueue, options: CallOptions = CallOptions(), completion: @escaping Completion
     ) {
         self.makeOperation = makeOperation
+        self.options = options
         self.session = session
         self.callbackQueue = callbackQueue
         self.completion = completion
@@ -85,7 +87,7 @@ public final class CouchOperationTask<Operation: CouchOperation>: Foundation.Ope
         // 1. validate, 2. serialise, 3. endpoint, parameters, method, data, content type, headers
         let prepared: PreparedRequest
         do {
-            prepared = try PreparedRequest(preparing: &operation, for: session)
+            prepared = try PreparedRequest(preparing: &operation, for: session, options: options)
         } catch {
             complete(.failure(error))
             return

@@ -10,14 +10,17 @@ struct PreparedRequest: Sendable {
     let isIdempotent: Bool
 
     /// Prepares `operation` for `session`: its base URL, request timeout and request compression.
-    init<Op: CouchOperation>(preparing operation: inout Op, for session: InterceptableSession) throws(CouchError) {
+    init<Op: CouchOperation>(
+        preparing operation: inout Op, for session: InterceptableSession, options: CallOptions = CallOptions()
+    ) throws(CouchError) {
         try self.init(
             preparing: &operation, baseURL: session.baseURL, timeout: session.configuration.requestTimeout,
-            gzipThreshold: session.configuration.gzipRequestBodiesOfAtLeast)
+            gzipThreshold: session.configuration.gzipRequestBodiesOfAtLeast, options: options)
     }
 
     init<Op: CouchOperation>(
-        preparing operation: inout Op, baseURL: URL, timeout: TimeInterval, gzipThreshold: Int? = nil
+        preparing operation: inout Op, baseURL: URL, timeout: TimeInterval, gzipThreshold: Int? = nil,
+        options: CallOptions = CallOptions()
     ) throws(CouchError) {
         // 1. validate
         try operation.validate()
@@ -37,6 +40,7 @@ struct PreparedRequest: Sendable {
         let streamedBody = body == nil ? operation.streamedBody : nil
         let contentType = operation.contentType
         var headers = operation.headers
+        for field in options.headers { headers[field.name] = field.value }
         if headers["Accept"] == nil { headers["Accept"] = "application/json" }
         if let contentType, body != nil || streamedBody != nil { headers["Content-Type"] = contentType }
         // Large JSON bodies are sent gzip'd when the configuration asks (CouchDB decompresses them);
@@ -51,8 +55,15 @@ struct PreparedRequest: Sendable {
         for segment in endpoint.segments { try CouchValidation.validatePathSegment(segment, what: "Path segment") }
         for field in headers { try CouchValidation.validateHeader(name: field.name, value: field.value) }
         let url = try Self.url(base: baseURL, path: endpoint, parameters: parameters)
-        request = HTTPRequest(
-            method: method, url: url, headers: headers, body: body, streamedBody: streamedBody, timeout: timeout)
+        if let callTimeout = options.timeout, !(callTimeout > 0) {
+            throw CouchError.validation("A call's timeout must be more than 0 seconds, not \(callTimeout).")
+        }
+        var request = HTTPRequest(
+            method: method, url: url, headers: headers, body: body, streamedBody: streamedBody,
+            timeout: options.timeout ?? timeout)
+        request.retryPolicy = options.retryPolicy
+        request.operationName = String(describing: Op.self)
+        self.request = request
         isIdempotent =
             operation.isIdempotent
             ?? RequestSafety.isSafeToRepeat(method: method, parameters: parameters, headers: headers)

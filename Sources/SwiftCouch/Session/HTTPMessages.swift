@@ -101,6 +101,10 @@ public struct HTTPRequest: Sendable, CustomStringConvertible {
     /// body grows past it (a streamed response, which the receiver consumes as it arrives, is not
     /// limited). Set from ``Configuration/maximumResponseBodySize``.
     public var maximumResponseBodySize: Int?
+    /// This call's retry policy (``CallOptions/retryPolicy``); nil: the configuration's.
+    var retryPolicy: RetryPolicy?
+    /// The operation's type name, for adapters, monitors and log metadata.
+    var operationName: String?
 
     public init(
         method: HTTPMethod, url: URL, headers: HTTPFields = HTTPFields(), body: Data? = nil,

@@ -241,6 +241,24 @@ public final class InterceptableSession: @unchecked Sendable {
         var authReplayed = false
         /// How many times the request has been handed to the transport.
         var transmissions = 0
+        /// Counts adapter runs, so that an adapter's late answer after its timeout is ignored.
+        var adapterRun = 0
+        /// When the latest attempt was handed to the transport (monotonic nanoseconds).
+        var startedAt: UInt64 = 0
+
+        /// The monitors' view of the attempt last sent.
+        func sentEvent() -> RequestEvent {
+            RequestEvent(
+                method: request.method, path: request.url.path, attempt: max(transmissions, 1),
+                operation: request.operationName, isLogin: isLogin)
+        }
+
+        /// The monitors' and adapters' view of the attempt about to be sent.
+        func event(isLogin: Bool = false) -> RequestEvent {
+            RequestEvent(
+                method: request.method, path: request.url.path, attempt: transmissions + 1,
+                operation: request.operationName, isLogin: isLogin || self.isLogin)
+        }
 
         init(
             request: HTTPRequest, isIdempotent: Bool, policy: RetryPolicy, handle: RequestHandle, isLogin: Bool = false,
@@ -287,13 +305,15 @@ public final class InterceptableSession: @unchecked Sendable {
         if request.maximumResponseBodySize == nil {
             request.maximumResponseBodySize = configuration.maximumResponseBodySize
         }
+        addUserAgent(to: &request)
         let handle = RequestHandle(request: request, registry: registry, completion: completion)
         guard registry.add(handle) else {
             handle.finish(.failure(Self.shutDownError(request)))
             return handle
         }
         let attempt = Attempt(
-            request: request, isIdempotent: isIdempotent, policy: configuration.retryPolicy, handle: handle)
+            request: request, isIdempotent: isIdempotent, policy: request.retryPolicy ?? configuration.retryPolicy,
+            handle: handle)
         queue.async { self.authorize(attempt) }
         return handle
     }
@@ -321,6 +341,8 @@ public final class InterceptableSession: @unchecked Sendable {
         // The transport's thread delivers chunks while `cancel()` may complete the receiver on
         // another: one at a time, and nothing after `complete`.
         let receiver = SerialReceiver(receiver)
+        var request = request
+        addUserAgent(to: &request)
         let handle = RequestHandle(request: request, registry: registry) { result in
             switch result {
             case .success(let response):
@@ -336,11 +358,19 @@ public final class InterceptableSession: @unchecked Sendable {
             return handle
         }
         let attempt = Attempt(
-            request: request, isIdempotent: isIdempotent, policy: configuration.retryPolicy, handle: handle,
+            request: request, isIdempotent: isIdempotent, policy: request.retryPolicy ?? configuration.retryPolicy,
+            handle: handle,
             streamReceiver: receiver)
         beforeStart(handle)
         queue.async { self.authorize(attempt) }
         return handle
+    }
+
+    /// Adds the configured `User-Agent` unless the request has one.
+    private func addUserAgent(to request: inout HTTPRequest) {
+        if request.headers["User-Agent"] == nil, let userAgent = configuration.userAgent {
+            request.headers["User-Agent"] = userAgent
+        }
     }
 
     /// The error of a request made after `shutdown()`: cancelled, so that loops that resume after
@@ -445,7 +475,7 @@ public final class InterceptableSession: @unchecked Sendable {
     /// Starts the one login (cookie) or token request (IAM) in flight.
     private func logIn() {
         dispatchPrecondition(condition: .onQueue(queue))
-        let request: HTTPRequest
+        var request: HTTPRequest
         switch scheme {
         case .cookie(let credentials):
             // Under the base URL's path, as every request is (`https://host/couchdb/_session`).
@@ -468,9 +498,10 @@ public final class InterceptableSession: @unchecked Sendable {
         case .none, .fixedHeader:
             return
         }
+        addUserAgent(to: &request)
         configuration.logHandler?(
             LogEvent(level: .info, message: "Authenticating \(scheme.principal) at \(request.url.host ?? "")"))
-        let handle = RequestHandle(request: request) { [self] result in
+        let handle = RequestHandle(request: request) { [self, request] result in
             queue.async { self.loginFinished(result, request: request) }
         }
         // Repeating a login is harmless (it only issues another cookie or token), so it is retried
@@ -563,9 +594,75 @@ public final class InterceptableSession: @unchecked Sendable {
                         method: request.method.rawValue, path: request.path)))
             return
         }
+        if attempt.isLogin || configuration.adapters.isEmpty {
+            dispatch(attempt, request: request, generation: generation)
+        } else {
+            adapt(attempt, request: request, generation: generation)
+        }
+    }
+
+    /// Runs the configured adapters over the attempt off the queue (never blocking it), within the
+    /// request's timeout, then sends what they made.
+    private func adapt(_ attempt: Attempt, request: HTTPRequest, generation: Int?) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        attempt.adapterRun += 1
+        let run = attempt.adapterRun
+        let event = attempt.event()
+        let context = RequestAdapterContext(
+            attempt: event.attempt, isIdempotent: attempt.isIdempotent, method: request.method,
+            path: event.path, operation: request.operationName)
+        let protected: [String]
+        switch scheme {
+        case .none: protected = []
+        case .fixedHeader, .iam: protected = ["Authorization"]
+        case .cookie: protected = ["Cookie"]
+        }
+        let timeout = DispatchWorkItem {
+            guard attempt.adapterRun == run else { return }
+            attempt.adapterRun += 1
+            var error = AdapterChain.failure(
+                "The request adapters did not finish within the request's timeout "
+                    + "(\(String(format: "%.3g", request.timeout)) s).", context)
+            error.isOutcomeUnknown = attempt.handle.hadUncertainAttempt
+            attempt.handle.finish(.failure(error))
+        }
+        attempt.handle.track(timer: timeout)
+        queue.asyncAfter(deadline: .now() + request.timeout, execute: timeout)
+        let adapters = configuration.adapters
+        AdapterChain.start { [self] in
+            let result: Result<HTTPFields, CouchError>
+            do throws(CouchError) {
+                result = .success(
+                    try await AdapterChain.adapt(
+                        request.headers, adapters: adapters, context: context, protected: protected))
+            } catch {
+                result = .failure(error)
+            }
+            queue.async { [self] in
+                guard attempt.adapterRun == run, !attempt.handle.isCancelled else { return }
+                attempt.adapterRun += 1  // the timeout's work item now does nothing
+                switch result {
+                case .success(let headers):
+                    var adapted = request
+                    adapted.headers = headers
+                    dispatch(attempt, request: adapted, generation: generation)
+                case .failure(var error):
+                    error.isOutcomeUnknown = attempt.handle.hadUncertainAttempt
+                    attempt.handle.finish(.failure(error))
+                }
+            }
+        }
+    }
+
+    /// Hands one attempt to the transport.
+    private func dispatch(_ attempt: Attempt, request: HTTPRequest, generation: Int?) {
+        dispatchPrecondition(condition: .onQueue(queue))
         guard attempt.handle.beginTransmission() else { return }
+        let event = attempt.event()
         attempt.transmissions += 1
         transcript?.log(request: request)
+        for monitor in configuration.monitors { monitor.requestStarted(event) }
+        attempt.startedAt = DispatchTime.now().uptimeNanoseconds
         let started = Date()
         if let receiver = attempt.streamReceiver {
             let relay = StreamRelay(
@@ -593,6 +690,8 @@ public final class InterceptableSession: @unchecked Sendable {
             // A 429 means the server did nothing; any other answer, that it acted on the request.
             attempt.handle.endTransmission(answered: true, responded: response.statusCode != 429)
         }
+        let duration = elapsedSeconds(since: attempt.startedAt)
+        report(result, attempt: attempt, duration: duration)
         guard !attempt.handle.isCancelled else { return }
         switch result {
         case .failure(let error):
@@ -631,6 +730,39 @@ public final class InterceptableSession: @unchecked Sendable {
                 return
             }
             deliver(response, attempt: attempt, request: request)
+        }
+    }
+
+    /// Tells the monitors and the log how an attempt ended.
+    fileprivate func report(_ result: Result<HTTPResponse, any Error>, attempt: Attempt, duration: TimeInterval) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let event = attempt.sentEvent()
+        var metadata = event.metadata
+        metadata["duration"] = String(format: "%.6f", duration)
+        switch result {
+        case .success(let response):
+            for monitor in configuration.monitors {
+                monitor.responseReceived(event, status: response.statusCode, duration: duration)
+            }
+            metadata["status"] = String(response.statusCode)
+            configuration.logHandler?(
+                LogEvent(
+                    level: .debug,
+                    message: "\(event.method.rawValue) \(event.path) → \(response.statusCode) in "
+                        + "\(String(format: "%.1f", duration * 1000)) ms (attempt \(event.attempt))",
+                    metadata: metadata))
+        case .failure(let error):
+            let couchError = transportError(error, request: attempt.request)
+            for monitor in configuration.monitors {
+                monitor.requestFailed(event, error: couchError, duration: duration)
+            }
+            configuration.logHandler?(
+                LogEvent(
+                    level: .warning,
+                    message: "\(event.method.rawValue) \(event.path) failed after "
+                        + "\(String(format: "%.1f", duration * 1000)) ms (attempt \(event.attempt)): "
+                        + couchError.message,
+                    metadata: metadata))
         }
     }
 
@@ -750,11 +882,16 @@ public final class InterceptableSession: @unchecked Sendable {
     }
 
     private func schedule(_ attempt: Attempt, after delay: TimeInterval, reason: String) {
+        let event = attempt.sentEvent()
+        for monitor in configuration.monitors { monitor.requestRetried(event, reason: reason, delay: delay) }
+        var metadata = event.metadata
+        metadata["delay"] = String(format: "%.3f", delay)
         configuration.logHandler?(
             LogEvent(
                 level: .info,
                 message: "Retrying \(attempt.request) after \(reason) in \(String(format: "%.3f", delay)) s "
-                    + "(retry \(attempt.retry.retries) of \(attempt.retry.policy.maximumRetries))"))
+                    + "(retry \(attempt.retry.retries) of \(attempt.retry.policy.maximumRetries))",
+                metadata: metadata))
         // A login is sent again as it is: going through `authorize` would park it behind the login
         // in flight, which is itself.
         let item = DispatchWorkItem { [self] in
@@ -843,6 +980,11 @@ private final class StreamRelay: StreamReceiver, @unchecked Sendable {
             return
         }
         mode.withLock { $0 = .forwarding }
+        let arrived = DispatchTime.now().uptimeNanoseconds
+        session.queue.async { [self] in
+            let duration = arrived >= attempt.startedAt ? TimeInterval(arrived - attempt.startedAt) / 1e9 : 0
+            session.report(.success(head), attempt: attempt, duration: duration)
+        }
         guard !attempt.handle.isCancelled else { return }
         session.transcript?.log(response: head, for: request, elapsed: Date().timeIntervalSince(started))
         receiver.receive(head: head)

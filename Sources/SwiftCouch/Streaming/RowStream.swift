@@ -352,13 +352,18 @@ extension CouchDBClient {
     ///     print(row.id)
     /// }
     /// ```
-    /// - Parameter bufferSize: how many decoded rows may wait for the consumer before the transfer
-    ///   pauses. Defaults to 256.
-    public func rows<Op: RowStreamingOperation>(_ operation: Op, bufferSize: Int = 256) -> CouchRowStream<Op.Row> {
+    /// - Parameters:
+    ///   - operation: the query whose rows to stream.
+    ///   - bufferSize: how many decoded rows may wait for the consumer before the transfer
+    ///     pauses. Defaults to 256.
+    ///   - options: this call's timeout, retry policy and extra headers.
+    public func rows<Op: RowStreamingOperation>(
+        _ operation: Op, bufferSize: Int = 256, options: CallOptions = CallOptions()
+    ) -> CouchRowStream<Op.Row> {
         var operation = operation
         let prepared: PreparedRequest
         do {
-            prepared = try PreparedRequest(preparing: &operation, for: session)
+            prepared = try PreparedRequest(preparing: &operation, for: session, options: options)
         } catch {
             return CouchRowStream(
                 start: { _, _ in }, rowsKey: operation.rowsKey, lineDelimited: operation.isLineDelimited,
