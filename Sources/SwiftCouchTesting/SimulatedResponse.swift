@@ -74,7 +74,7 @@ public struct RecordedRequest: Sendable, CustomStringConvertible {
     public var description: String { "\(method) \(path)\(query.map { "?" + $0 } ?? "")" }
 }
 
-/// A ``Transport`` that answers from a script instead of the network, recording every request.
+/// A `Transport` (SwiftCouch's network seam) that answers from a script instead of the network, recording every request.
 ///
 /// Give it a list of responses (served in order; when the list runs out every further request
 /// fails with a transport error that says so) or a closure that answers each request.

@@ -80,14 +80,43 @@ func snippet3() async throws {
     _ = client
 }
 
-// README.md, line 141
+// README.md, line 134
 func snippet4() async throws {
+    var configuration = Configuration()
+    let url = SnippetContext.url
+    let credentials = SnippetContext.credentials
+    // Take part in every request: a header on each attempt (see RequestAdapter for what it cannot change).
+    struct CorrelationID: RequestAdapter {
+        func adapt(_ headers: inout HTTPFields, context: RequestAdapterContext) async throws {
+            headers["X-Correlation-ID"] = "\(context.operation ?? "request")-\(context.attempt)"
+        }
+    }
+    // Watch every attempt, response, failure and retry.
+    struct Timings: EventMonitor {
+        func responseReceived(_ event: RequestEvent, status: Int, duration: TimeInterval) {
+            print(event, status, String(format: "%.1f ms", duration * 1000))
+        }
+    }
+    configuration.adapters = [CorrelationID()]
+    configuration.monitors = [Timings()]
+    let client = CouchDBClient(url: url, credentials: credentials, configuration: configuration)
+
+    // Options for one call: timeout, retry policy, extra headers.
+    let info = try await client.value(
+        GetDatabaseInfoOperation(name: "albums"), options: CallOptions(timeout: 5, retryPolicy: .disabled))
+    print(info.docCount)
+    _ = client
+    _ = info
+}
+
+// README.md, line 171
+func snippet5() async throws {
     var configuration = Configuration()
     configuration.transport = SocketTransport(maximumConnectionsPerHost: 8)   // or URLSessionTransport()
 }
 
-// README.md, line 147
-func snippet5() async throws {
+// README.md, line 177
+func snippet6() async throws {
     let client = SnippetContext.client
     let url = SnippetContext.url
     let saved: CouchSequence? = nil
@@ -129,8 +158,8 @@ func snippet5() async throws {
     _ = upload
 }
 
-// README.md, line 187
-func snippet6() async throws {
+// README.md, line 217
+func snippet7() async throws {
     var configuration = Configuration()
     let key = "api-key"
     let jwt = "header.payload.signature"
@@ -138,8 +167,8 @@ func snippet6() async throws {
     configuration.authentication = .bearerToken(jwt)             // sent as is
 }
 
-// README.md, line 203
-func snippet7() async throws {
+// README.md, line 233
+func snippet8() async throws {
 
     let run = Simulation.run(
         GetDocumentOperation<Album>(database: "albums", id: "a/b"),
@@ -149,8 +178,53 @@ func snippet7() async throws {
     _ = run
 }
 
+// Sources/SwiftCouch/SwiftCouch.docc/AdaptersAndMonitoring.md, line 41
+func snippet9() async throws {
+    struct CorrelationID: RequestAdapter {
+        func adapt(_ headers: inout HTTPFields, context: RequestAdapterContext) async throws {
+            headers["X-Correlation-ID"] = "\(context.operation ?? "request")-\(context.attempt)"
+        }
+    }
+
+    var configuration = Configuration()
+    configuration.adapters = [CorrelationID()]
+    _ = configuration
+}
+
+// Sources/SwiftCouch/SwiftCouch.docc/AdaptersAndMonitoring.md, line 64
+func snippet10() async throws {
+    final class Metrics: EventMonitor, @unchecked Sendable {
+        private let lock = NSLock()
+        private var retries = 0
+        func requestRetried(_ event: RequestEvent, reason: String, delay: TimeInterval) {
+            lock.withLock { retries += 1 }
+        }
+        func responseReceived(_ event: RequestEvent, status: Int, duration: TimeInterval) {
+            print(event, status, duration)
+        }
+    }
+
+    var configuration = Configuration()
+    configuration.monitors = [Metrics()]
+    configuration.logHandler = { event in print(event.level, event.message, event.metadata) }
+    _ = configuration
+}
+
+// Sources/SwiftCouch/SwiftCouch.docc/AdaptersAndMonitoring.md, line 89
+func snippet11() async throws {
+    let client = SnippetContext.client
+    var options = CallOptions()
+    options.timeout = 5
+    options.retryPolicy = .disabled
+    options.headers["X-Request-ID"] = "checkout-42"
+    let info = try await client.value(GetDatabaseInfoOperation(name: "albums"), options: options)
+    print(info.docCount)
+    _ = options
+    _ = info
+}
+
 // Sources/SwiftCouch/SwiftCouch.docc/FailureSemantics.md, line 33
-func snippet8() async throws {
+func snippet12() async throws {
     let client = SnippetContext.client
     do {
         try await client.execute(
@@ -165,7 +239,7 @@ func snippet8() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 13
-func snippet9() async throws {
+func snippet13() async throws {
     struct Album: Codable, Sendable {
         var _id: String?
         var _rev: String?
@@ -175,7 +249,7 @@ func snippet9() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 28
-func snippet10() async throws {
+func snippet14() async throws {
     let client = CouchDBClient(
         url: URL(string: "http://127.0.0.1:5984")!,
         credentials: Credentials(username: "admin", password: "password"))
@@ -183,7 +257,7 @@ func snippet10() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 40
-func snippet11() async throws {
+func snippet15() async throws {
     let client = SnippetContext.client
     try await client.execute(CreateDatabaseOperation(name: "albums"))
     let written = try await client.value(
@@ -197,7 +271,7 @@ func snippet11() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 60
-func snippet12() async throws {
+func snippet16() async throws {
     let client = SnippetContext.client
     do {
         try await client.execute(CreateDatabaseOperation(name: "albums"))
@@ -208,7 +282,7 @@ func snippet12() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 76
-func snippet13() async throws {
+func snippet17() async throws {
     let client = SnippetContext.client
     let create = client.task(for: CreateDatabaseOperation(name: "albums-2024"))
     let write = client.task(for: PutDocumentOperation(
@@ -223,7 +297,7 @@ func snippet13() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/LargeResultsAndFiles.md, line 18
-func snippet14() async throws {
+func snippet18() async throws {
     let client = SnippetContext.client
     for try await row in client.rows(AllDocsOperation<Album>(database: "albums", options: .init(includeDocs: true))) {
         print(row.id ?? "", row.doc?.title ?? "")
@@ -231,7 +305,7 @@ func snippet14() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/LargeResultsAndFiles.md, line 35
-func snippet15() async throws {
+func snippet19() async throws {
     let client = SnippetContext.client
     let follower = ChangesFollower<Album>(client: client, database: "albums",
                                           options: .init(mode: .listen, includeDocs: true))
@@ -242,7 +316,7 @@ func snippet15() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/LargeResultsAndFiles.md, line 50
-func snippet16() async throws {
+func snippet20() async throws {
     let client = SnippetContext.client
     let writer = BulkWriter<Album>(client: client, database: "albums")
     try await writer.add(Album(title: "Blue", year: 1971))
@@ -253,7 +327,7 @@ func snippet16() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/SwiftCouch.md, line 16
-func snippet17() async throws {
+func snippet21() async throws {
     let client = SnippetContext.client
     let answer = try await client.value(AllDocsOperation<JSONValue>(database: "albums"))
     print(answer.rows.count)
@@ -261,7 +335,7 @@ func snippet17() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/TestingWithSimulatedResponses.md, line 15
-func snippet18() async throws {
+func snippet22() async throws {
 
     let run = Simulation.run(
         GetDocumentOperation<Album>(database: "albums", id: "a/b"),
@@ -272,7 +346,7 @@ func snippet18() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/TestingWithSimulatedResponses.md, line 30
-func snippet19() async throws {
+func snippet23() async throws {
 
     let transport = SimulatedTransport(responses: [
         .json(201, #"{"ok":true,"id":"blue","rev":"1-a"}"#),
@@ -293,7 +367,7 @@ func snippet19() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/WritingYourOwnOperation.md, line 16
-func snippet20() async throws {
+func snippet24() async throws {
     let client = SnippetContext.client
     struct RevisionLimitOperation: JSONOperation {
         typealias Response = Int
@@ -312,7 +386,7 @@ func snippet20() async throws {
 }
 
 // Sources/SwiftCouchTesting/SwiftCouchTesting.docc/SwiftCouchTesting.md, line 13
-func snippet21() async throws {
+func snippet25() async throws {
 
     let run = Simulation.run(
         GetDocumentOperation<JSONValue>(database: "albums", id: "blue"),

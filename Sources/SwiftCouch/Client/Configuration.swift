@@ -45,7 +45,9 @@ public struct AuthenticationMode: Sendable, Hashable, CustomStringConvertible, C
     /// (`POST`, form `grant_type=urn:ibm:params:oauth:grant-type:apikey&apikey=…`), send
     /// `Authorization: Bearer …`, refresh the token at 80% of its lifetime and after a 401 — one
     /// refresh at a time. The client's username/password credentials are not used.
-    /// - Parameter tokenURL: defaults to `https://iam.cloud.ibm.com/identity/token`.
+    /// - Parameters:
+    ///   - apiKey: the IBM Cloud API key (never logged).
+    ///   - tokenURL: defaults to `https://iam.cloud.ibm.com/identity/token`.
     public static func iam(
         apiKey: String, tokenURL: URL = URL(string: "https://iam.cloud.ibm.com/identity/token")!
     ) -> AuthenticationMode {

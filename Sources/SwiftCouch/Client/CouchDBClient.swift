@@ -21,7 +21,7 @@ public final class CouchDBClient: Sendable {
     public let configuration: Configuration
     /// The session every operation of this client goes through.
     public let session: InterceptableSession
-    /// The client's own queue; ``add(operation:completion:)`` puts operations on it.
+    /// The client's own queue; ``add(operation:options:completion:)`` puts operations on it.
     public let operationQueue: OperationQueue
     /// Where completion handlers run.
     public let callbackQueue: DispatchQueue
@@ -104,7 +104,7 @@ public final class CouchDBClient: Sendable {
         return task
     }
 
-    /// Runs a task made by ``task(for:completion:)`` or ``task(building:completion:)`` on the
+    /// Runs a task made by ``task(for:options:completion:)`` or ``task(building:options:completion:)`` on the
     /// client's own queue.
     public func add(task: Foundation.Operation) {
         operationQueue.addOperation(task)

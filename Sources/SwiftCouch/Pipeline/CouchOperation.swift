@@ -70,7 +70,7 @@ public protocol CouchOperation: Sendable {
     /// The request body. Defaults to nil.
     var data: Data? { get }
 
-    /// A body read from a file or an `InputStream` instead of memory, read only when ``data`` is
+    /// A body read from a file or an `InputStream` instead of memory, read only when `data` is
     /// nil (large attachments). Defaults to nil.
     var streamedBody: StreamedBody? { get }
 

@@ -2,10 +2,10 @@ import Foundation
 
 /// The `Foundation.Operation` that runs one ``CouchOperation`` through the pipeline.
 ///
-/// Make one with ``CouchDBClient/add(operation:completion:)`` (runs on the client's queue) or
-/// ``CouchDBClient/task(for:completion:)`` (add it to any `OperationQueue` you own; dependencies
+/// Make one with ``CouchDBClient/add(operation:options:completion:)`` (runs on the client's queue) or
+/// ``CouchDBClient/task(for:options:completion:)`` (add it to any `OperationQueue` you own; dependencies
 /// with `addDependency(_:)` work as in Foundation). A task built with
-/// ``CouchDBClient/task(building:completion:)`` makes its operation only when it starts, after its
+/// ``CouchDBClient/task(building:options:completion:)`` makes its operation only when it starts, after its
 /// dependencies have finished, so it can use their ``result``.
 ///
 /// The completion handler runs exactly once — on success, on every error and on cancellation —

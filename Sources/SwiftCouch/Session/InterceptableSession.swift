@@ -295,7 +295,10 @@ public final class InterceptableSession: @unchecked Sendable {
     /// Sends `request` with authentication and retries, and calls `completion` exactly once: with
     /// the server's response (whatever its status, once retries are over), or with a transport,
     /// authentication or cancellation error.
-    /// - Parameter isIdempotent: whether repeating the request is harmless (for 5xx retries).
+    /// - Parameters:
+    ///   - request: the request; the session adds authentication, the `User-Agent` and adapters' headers.
+    ///   - isIdempotent: whether repeating the request is harmless (for 5xx retries).
+    ///   - completion: called exactly once with the final response or error.
     @discardableResult
     public func send(
         _ request: HTTPRequest, isIdempotent: Bool,

@@ -113,8 +113,12 @@ public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequenc
     private let onRetry: (@Sendable (CouchError, TimeInterval) -> Void)?
 
     /// Creates a follower.
-    /// - Parameter onRetry: called with each error the follower recovers from and the backoff
-    ///   it waits, for logging or metrics. Defaults to nil.
+    /// - Parameters:
+    ///   - client: the client whose session the feed goes through.
+    ///   - database: the database to follow.
+    ///   - options: the mode (finite or listen), where to start, filters and batch sizes.
+    ///   - onRetry: called with each error the follower recovers from and the backoff
+    ///     it waits, for logging or metrics. Defaults to nil.
     public init(
         client: CouchDBClient, database: String, options: Options = Options(),
         onRetry: (@Sendable (CouchError, TimeInterval) -> Void)? = nil
@@ -259,7 +263,7 @@ public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequenc
 }
 
 /// `GET /{db}/_changes?feed=continuous` — the changes feed as one long-lived response of
-/// newline-delimited changes, for ``CouchDBClient/rows(_:bufferSize:)`` (which streams it with
+/// newline-delimited changes, for ``CouchDBClient/rows(_:bufferSize:options:)`` (which streams it with
 /// back-pressure). Every option of the wrapped ``ChangesOperation`` applies; its `feed` is
 /// replaced by `continuous`. Set `heartbeat` so idle connections stay open, or `timeout` to end.
 public struct ContinuousChangesOperation<Document: Decodable & Sendable>: RowStreamingOperation {
@@ -288,7 +292,7 @@ public struct ContinuousChangesOperation<Document: Decodable & Sendable>: RowStr
     public var rowsKey: String? { nil }
     public var isLineDelimited: Bool { true }
 
-    /// Read as a whole (without ``CouchDBClient/rows(_:bufferSize:)``), the body's raw bytes.
+    /// Read as a whole (without ``CouchDBClient/rows(_:bufferSize:options:)``), the body's raw bytes.
     public func processResponse(data: Data, httpInfo: HTTPInfo) throws -> Data {
         try throwIfError(data: data, httpInfo: httpInfo)
         return data
