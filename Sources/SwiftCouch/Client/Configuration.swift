@@ -156,6 +156,9 @@ public struct Configuration: Sendable {
     /// The `User-Agent` header of every request (an operation's own header or a call's
     /// ``CallOptions/headers`` win). Nil sends none. Defaults to ``Configuration/defaultUserAgent``.
     public var userAgent: String? = Configuration.defaultUserAgent
+    /// How `Date` values in documents are written and read. Defaults to ``DateCoding/iso8601``
+    /// (text such as `2026-11-25T10:30:00Z`, which views, Mango and other clients read naturally).
+    public var dateCoding: DateCoding = .iso8601
 
     /// `SwiftCouch/<version> (Swift; <platform>)`.
     public static let defaultUserAgent: String = {

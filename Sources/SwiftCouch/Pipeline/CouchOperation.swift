@@ -125,12 +125,13 @@ enum RequestSafety {
 /// For free-form JSON use ``JSONValue`` as the `Response` (for example
 /// `GetDocumentOperation<JSONValue>`).
 public protocol JSONOperation: CouchOperation where Response: Decodable {
-    /// The decoder used for the response. Defaults to a plain `JSONDecoder`.
+    /// The decoder used for the response. Defaults to a `JSONDecoder` reading dates as the
+    /// client's ``Configuration/dateCoding`` says (ISO-8601 text by default).
     var decoder: JSONDecoder { get }
 }
 
 extension JSONOperation {
-    public var decoder: JSONDecoder { JSONDecoder() }
+    public var decoder: JSONDecoder { JSONDecoder.couch }
 
     /// Throws the CouchDB error of a non-2xx status, otherwise decodes `Response`.
     public func processResponse(data: Data, httpInfo: HTTPInfo) throws -> Response {
@@ -200,10 +201,12 @@ extension URLQueryItem {
 }
 
 extension JSONEncoder {
-    /// The encoder SwiftCouch uses for bodies: compact, `/` not escaped.
+    /// The encoder SwiftCouch uses for bodies: compact, `/` not escaped, dates as the client in
+    /// effect says (``DateCoding``, ISO-8601 by default).
     static var couch: JSONEncoder {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = DateCoding.current.encodingStrategy
         return encoder
     }
 }

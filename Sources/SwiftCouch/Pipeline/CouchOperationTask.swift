@@ -101,6 +101,7 @@ public final class CouchOperationTask<Operation: CouchOperation>: Foundation.Ope
         }
         // 4. the session; 5. processResponse
         let ready = operation
+        let dateCoding = session.configuration.dateCoding
         let handle = session.send(request, isIdempotent: prepared.isIdempotent) { [weak self] result in
             guard let self else { return }
             switch result {
@@ -109,7 +110,10 @@ public final class CouchOperationTask<Operation: CouchOperation>: Foundation.Ope
             case .success(let response):
                 let info = HTTPInfo(statusCode: response.statusCode, headers: response.headers)
                 do {
-                    let value = try ready.processResponse(data: response.body, httpInfo: info)
+                    // Dates are read as the client's configuration says.
+                    let value = try DateCoding.with(dateCoding) {
+                        try ready.processResponse(data: response.body, httpInfo: info)
+                    }
                     self.complete(
                         .success(
                             CouchResponse(value: value, statusCode: response.statusCode, headers: response.headers)))

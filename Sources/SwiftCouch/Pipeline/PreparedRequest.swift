@@ -15,18 +15,20 @@ struct PreparedRequest: Sendable {
     ) throws(CouchError) {
         try self.init(
             preparing: &operation, baseURL: session.baseURL, timeout: session.configuration.requestTimeout,
-            gzipThreshold: session.configuration.gzipRequestBodiesOfAtLeast, options: options)
+            gzipThreshold: session.configuration.gzipRequestBodiesOfAtLeast, options: options,
+            dateCoding: session.configuration.dateCoding)
     }
 
     init<Op: CouchOperation>(
         preparing operation: inout Op, baseURL: URL, timeout: TimeInterval, gzipThreshold: Int? = nil,
-        options: CallOptions = CallOptions()
+        options: CallOptions = CallOptions(), dateCoding: DateCoding = .iso8601
     ) throws(CouchError) {
         // 1. validate
         try operation.validate()
         // 2. serialise
         do {
-            try operation.serialise()
+            // Dates are written as the client's configuration says.
+            try DateCoding.with(dateCoding) { try operation.serialise() }
         } catch {
             if let couchError = error as? CouchError { throw couchError }
             throw CouchError(

@@ -375,7 +375,7 @@ extension CouchDBClient {
                 session.stream(
                     prepared.request, isIdempotent: prepared.isIdempotent, receiver: receiver, beforeStart: attach)
             }, rowsKey: operation.rowsKey, lineDelimited: operation.isLineDelimited, bufferSize: bufferSize,
-            decoder: JSONDecoder(), preflightError: nil)
+            decoder: DateCoding.with(session.configuration.dateCoding) { JSONDecoder.couch }, preflightError: nil)
     }
 }
 
