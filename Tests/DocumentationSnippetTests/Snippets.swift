@@ -46,6 +46,37 @@ func snippet1() async throws {
 // README.md, line 99
 func snippet2() async throws {
     let client = SnippetContext.client
+    let albums = client.database("albums")
+    try await albums.create()
+    let saved = try await albums.put(Album(title: "Court and Spark", year: 1974), id: "court")
+    var court = try await albums.get("court", as: Album.self)
+    court.year = 1975
+    do {
+        try await albums.put(court, id: "court", revision: saved.rev)
+    } catch where error.isConflict {
+        // someone else wrote it first: read it again
+    }
+    let seventies = try await albums.find(Selector.field("year").greaterThanOrEqual(1970), as: Album.self)
+    print(seventies.docs.count)
+    _ = albums
+    _ = saved
+    _ = court
+    _ = seventies
+}
+
+// README.md, line 122
+func snippet3() async throws {
+    let client = SnippetContext.client
+    struct ActiveTask: Decodable, Sendable { var type: String; var progress: Int? }
+    let tasks = try await client.value(
+        GenericJSONOperation<[ActiveTask]>(GenericOperation(method: .get, path: CouchPath("_active_tasks"))))
+    print(tasks.map(\.type))
+    _ = tasks
+}
+
+// README.md, line 131
+func snippet4() async throws {
+    let client = SnippetContext.client
     let hejira = Album(title: "Hejira", year: 1976)
     let remastered = Album(title: "Hejira (remastered)", year: 2024)
     let myQueue = OperationQueue()
@@ -64,8 +95,8 @@ func snippet2() async throws {
     _ = update
 }
 
-// README.md, line 121
-func snippet3() async throws {
+// README.md, line 153
+func snippet5() async throws {
     let url = SnippetContext.url
     let credentials = SnippetContext.credentials
     var configuration = Configuration()
@@ -80,8 +111,8 @@ func snippet3() async throws {
     _ = client
 }
 
-// README.md, line 134
-func snippet4() async throws {
+// README.md, line 166
+func snippet6() async throws {
     var configuration = Configuration()
     let url = SnippetContext.url
     let credentials = SnippetContext.credentials
@@ -109,14 +140,14 @@ func snippet4() async throws {
     _ = info
 }
 
-// README.md, line 171
-func snippet5() async throws {
+// README.md, line 203
+func snippet7() async throws {
     var configuration = Configuration()
     configuration.transport = SocketTransport(maximumConnectionsPerHost: 8)   // or URLSessionTransport()
 }
 
-// README.md, line 177
-func snippet6() async throws {
+// README.md, line 209
+func snippet8() async throws {
     let client = SnippetContext.client
     let url = SnippetContext.url
     let saved: CouchSequence? = nil
@@ -158,8 +189,8 @@ func snippet6() async throws {
     _ = upload
 }
 
-// README.md, line 217
-func snippet7() async throws {
+// README.md, line 249
+func snippet9() async throws {
     var configuration = Configuration()
     let key = "api-key"
     let jwt = "header.payload.signature"
@@ -167,8 +198,8 @@ func snippet7() async throws {
     configuration.authentication = .bearerToken(jwt)             // sent as is
 }
 
-// README.md, line 233
-func snippet8() async throws {
+// README.md, line 265
+func snippet10() async throws {
 
     let run = Simulation.run(
         GetDocumentOperation<Album>(database: "albums", id: "a/b"),
@@ -179,7 +210,7 @@ func snippet8() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/AdaptersAndMonitoring.md, line 41
-func snippet9() async throws {
+func snippet11() async throws {
     struct CorrelationID: RequestAdapter {
         func adapt(_ headers: inout HTTPFields, context: RequestAdapterContext) async throws {
             headers["X-Correlation-ID"] = "\(context.operation ?? "request")-\(context.attempt)"
@@ -192,7 +223,7 @@ func snippet9() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/AdaptersAndMonitoring.md, line 64
-func snippet10() async throws {
+func snippet12() async throws {
     final class Metrics: EventMonitor, @unchecked Sendable {
         private let lock = NSLock()
         private var retries = 0
@@ -211,7 +242,7 @@ func snippet10() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/AdaptersAndMonitoring.md, line 89
-func snippet11() async throws {
+func snippet13() async throws {
     let client = SnippetContext.client
     var options = CallOptions()
     options.timeout = 5
@@ -224,7 +255,7 @@ func snippet11() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/FailureSemantics.md, line 33
-func snippet12() async throws {
+func snippet14() async throws {
     let client = SnippetContext.client
     do {
         try await client.execute(
@@ -239,7 +270,7 @@ func snippet12() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 13
-func snippet13() async throws {
+func snippet15() async throws {
     struct Album: Codable, Sendable {
         var _id: String?
         var _rev: String?
@@ -249,7 +280,7 @@ func snippet13() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 28
-func snippet14() async throws {
+func snippet16() async throws {
     let client = CouchDBClient(
         url: URL(string: "http://127.0.0.1:5984")!,
         credentials: Credentials(username: "admin", password: "password"))
@@ -257,7 +288,7 @@ func snippet14() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 40
-func snippet15() async throws {
+func snippet17() async throws {
     let client = SnippetContext.client
     try await client.execute(CreateDatabaseOperation(name: "albums"))
     let written = try await client.value(
@@ -271,7 +302,7 @@ func snippet15() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 60
-func snippet16() async throws {
+func snippet18() async throws {
     let client = SnippetContext.client
     do {
         try await client.execute(CreateDatabaseOperation(name: "albums"))
@@ -282,7 +313,7 @@ func snippet16() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 76
-func snippet17() async throws {
+func snippet19() async throws {
     let client = SnippetContext.client
     let create = client.task(for: CreateDatabaseOperation(name: "albums-2024"))
     let write = client.task(for: PutDocumentOperation(
@@ -297,7 +328,7 @@ func snippet17() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/LargeResultsAndFiles.md, line 18
-func snippet18() async throws {
+func snippet20() async throws {
     let client = SnippetContext.client
     for try await row in client.rows(AllDocsOperation<Album>(database: "albums", options: .init(includeDocs: true))) {
         print(row.id ?? "", row.doc?.title ?? "")
@@ -305,7 +336,7 @@ func snippet18() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/LargeResultsAndFiles.md, line 35
-func snippet19() async throws {
+func snippet21() async throws {
     let client = SnippetContext.client
     let follower = ChangesFollower<Album>(client: client, database: "albums",
                                           options: .init(mode: .listen, includeDocs: true))
@@ -316,7 +347,7 @@ func snippet19() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/LargeResultsAndFiles.md, line 50
-func snippet20() async throws {
+func snippet22() async throws {
     let client = SnippetContext.client
     let writer = BulkWriter<Album>(client: client, database: "albums")
     try await writer.add(Album(title: "Blue", year: 1971))
@@ -327,7 +358,7 @@ func snippet20() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/SwiftCouch.md, line 16
-func snippet21() async throws {
+func snippet23() async throws {
     let client = SnippetContext.client
     let answer = try await client.value(AllDocsOperation<JSONValue>(database: "albums"))
     print(answer.rows.count)
@@ -335,7 +366,7 @@ func snippet21() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/TestingWithSimulatedResponses.md, line 15
-func snippet22() async throws {
+func snippet24() async throws {
 
     let run = Simulation.run(
         GetDocumentOperation<Album>(database: "albums", id: "a/b"),
@@ -346,7 +377,7 @@ func snippet22() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/TestingWithSimulatedResponses.md, line 30
-func snippet23() async throws {
+func snippet25() async throws {
 
     let transport = SimulatedTransport(responses: [
         .json(201, #"{"ok":true,"id":"blue","rev":"1-a"}"#),
@@ -367,7 +398,7 @@ func snippet23() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/WritingYourOwnOperation.md, line 16
-func snippet24() async throws {
+func snippet26() async throws {
     let client = SnippetContext.client
     struct RevisionLimitOperation: JSONOperation {
         typealias Response = Int
@@ -386,7 +417,7 @@ func snippet24() async throws {
 }
 
 // Sources/SwiftCouchTesting/SwiftCouchTesting.docc/SwiftCouchTesting.md, line 13
-func snippet25() async throws {
+func snippet27() async throws {
 
     let run = Simulation.run(
         GetDocumentOperation<JSONValue>(database: "albums", id: "blue"),
