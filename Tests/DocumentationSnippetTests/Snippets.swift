@@ -53,8 +53,9 @@ func snippet2() async throws {
     court.year = 1975
     do {
         try await albums.put(court, id: "court", revision: saved.rev)
-    } catch where error.isConflict {
-        // someone else wrote it first: read it again
+    } catch {
+        guard error.isConflict else { throw error }
+        print("someone else wrote it first: read it again")
     }
     let seventies = try await albums.find(Selector.field("year").greaterThanOrEqual(1970), as: Album.self)
     print(seventies.docs.count)
@@ -64,7 +65,7 @@ func snippet2() async throws {
     _ = seventies
 }
 
-// README.md, line 122
+// README.md, line 123
 func snippet3() async throws {
     let client = SnippetContext.client
     struct ActiveTask: Decodable, Sendable { var type: String; var progress: Int? }
@@ -74,7 +75,7 @@ func snippet3() async throws {
     _ = tasks
 }
 
-// README.md, line 131
+// README.md, line 132
 func snippet4() async throws {
     let client = SnippetContext.client
     let hejira = Album(title: "Hejira", year: 1976)
@@ -95,7 +96,7 @@ func snippet4() async throws {
     _ = update
 }
 
-// README.md, line 153
+// README.md, line 154
 func snippet5() async throws {
     let url = SnippetContext.url
     let credentials = SnippetContext.credentials
@@ -111,7 +112,7 @@ func snippet5() async throws {
     _ = client
 }
 
-// README.md, line 166
+// README.md, line 167
 func snippet6() async throws {
     var configuration = Configuration()
     let url = SnippetContext.url
@@ -140,13 +141,13 @@ func snippet6() async throws {
     _ = info
 }
 
-// README.md, line 203
+// README.md, line 204
 func snippet7() async throws {
     var configuration = Configuration()
     configuration.transport = SocketTransport(maximumConnectionsPerHost: 8)   // or URLSessionTransport()
 }
 
-// README.md, line 209
+// README.md, line 210
 func snippet8() async throws {
     let client = SnippetContext.client
     let url = SnippetContext.url
@@ -189,7 +190,7 @@ func snippet8() async throws {
     _ = upload
 }
 
-// README.md, line 249
+// README.md, line 250
 func snippet9() async throws {
     var configuration = Configuration()
     let key = "api-key"
@@ -198,7 +199,7 @@ func snippet9() async throws {
     configuration.authentication = .bearerToken(jwt)             // sent as is
 }
 
-// README.md, line 265
+// README.md, line 266
 func snippet10() async throws {
 
     let run = Simulation.run(
