@@ -1,0 +1,196 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// A request in flight through the session; cancelling it ends it with a cancelled error at once.
+public final class RequestHandle: Cancellable, @unchecked Sendable {
+    // @unchecked Sendable: all mutable state is inside `state`, a `Locked`.
+    private struct State {
+        var cancelled = false
+        var completed = false
+        /// Set by `pause()`: applied to the transfer in flight, and to any tracked later (a retry,
+        /// or the first attempt when `pause()` came before the transport had started).
+        var paused = false
+        var inFlight: (any Cancellable)?
+        var timer: DispatchWorkItem?
+        /// An attempt has been handed to the transport and has not ended with a response.
+        var transmitting = false
+        /// An earlier attempt ended without a response after it was sent: it may have been carried out.
+        var uncertain = false
+        /// A response arrived (the server acted on the request, whatever it answered); a
+        /// cancellation racing its delivery must not say the request was not carried out.
+        var responded = false
+    }
+    private let state = Locked(State())
+    private let completion: @Sendable (Result<HTTPResponse, CouchError>) -> Void
+    private let method: String
+    private let path: String
+    /// The session's register of live requests (for `shutdown()`), if it is one of its requests.
+    private let registry: HandleRegistry?
+
+    init(
+        request: HTTPRequest, registry: HandleRegistry? = nil,
+        completion: @escaping @Sendable (Result<HTTPResponse, CouchError>) -> Void
+    ) {
+        self.completion = completion
+        self.method = request.method.rawValue
+        self.path = request.path
+        self.registry = registry
+    }
+
+    /// Whether `cancel()` was called.
+    public var isCancelled: Bool { state.current.cancelled }
+
+    /// Cancels the request: the transport task or the pending retry timer is stopped and the
+    /// completion receives a cancelled error, unless it has already been called.
+    ///
+    /// The error says whether the server may have carried the request out
+    /// (``CouchError/isOutcomeUnknown``): true once an attempt was handed to the transport and has
+    /// not been answered, or when an earlier attempt was lost after it was sent.
+    public func cancel() { cancel(shutDown: false) }
+
+    /// Cancels as ``cancel()``; `shutDown` when the session is shutting down, which the error says.
+    func cancel(shutDown: Bool) {
+        let (inFlight, timer, unknown) = state.withLock { state -> ((any Cancellable)?, DispatchWorkItem?, Bool) in
+            state.cancelled = true
+            defer {
+                state.inFlight = nil
+                state.timer = nil
+            }
+            return (state.inFlight, state.timer, state.transmitting || state.uncertain || state.responded)
+        }
+        inFlight?.cancel()
+        timer?.cancel()
+        var error = CouchError.cancelled(method: method, path: path, outcomeUnknown: unknown)
+        if shutDown { error.message = "The client was shut down while the operation was in flight. " + error.message }
+        finish(.failure(error))
+    }
+
+    /// Called just before an attempt is handed to the transport: false (send nothing) when the
+    /// request is already cancelled, so a cancelled request is never sent.
+    func beginTransmission() -> Bool {
+        state.withLock { state -> Bool in
+            guard !state.cancelled else { return false }
+            state.transmitting = true
+            return true
+        }
+    }
+
+    /// Called when an attempt ended: `answered` when it provably did nothing or got a response,
+    /// `responded` when a response arrived; otherwise it was lost after it was sent.
+    func endTransmission(answered: Bool, responded: Bool = false) {
+        state.withLock { state in
+            state.transmitting = false
+            if !answered { state.uncertain = true }
+            if responded { state.responded = true }
+        }
+    }
+
+    /// Whether an attempt was lost after it was sent (so the server may have carried it out).
+    var hadUncertainAttempt: Bool { state.current.uncertain }
+
+    /// Calls the completion, the first time only.
+    func finish(_ result: Result<HTTPResponse, CouchError>) {
+        if claimCompletion() { completion(result) }
+    }
+
+    /// Marks the request completed without calling the completion (a streamed response that
+    /// was delivered straight to its receiver). True the first time only.
+    func claimCompletion() -> Bool {
+        let first = state.withLock { state -> Bool in
+            defer { state.completed = true }
+            return !state.completed
+        }
+        if first { registry?.remove(self) }
+        return first
+    }
+
+    /// Pauses a streamed transfer (back-pressure), now or as soon as it starts.
+    public func pause() {
+        state.withLock { $0.paused = true }
+        applyPause()
+    }
+
+    /// Resumes a paused streamed transfer.
+    public func resume() {
+        state.withLock { $0.paused = false }
+        applyPause()
+    }
+
+    /// Hands the transfer in flight the pause state wanted *now*, one call at a time: a `pause()`
+    /// and a `resume()` racing on two threads can reach the transport in either order, and the
+    /// later one re-reads the state, so the transport never stays paused after the last call was
+    /// a resume (which would stall the stream for good).
+    private func applyPause() {
+        applying.lock()
+        defer { applying.unlock() }
+        let (paused, inFlight) = state.withLock { ($0.paused, $0.inFlight as? any StreamingTask) }
+        if paused { inFlight?.pause() } else { inFlight?.resume() }
+    }
+    private let applying = NSLock()
+
+    /// Called by a stream's relay after each chunk: while the consumer has paused the transfer
+    /// but the transport's task is not tracked yet (the transport started delivering before
+    /// `stream` returned), the delivering thread waits a moment, so the pause reaches the task
+    /// before more is read instead of being applied only once it is tracked.
+    func holdWhilePausedBeforeTracking() {
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline {
+            let waiting = state.withLock { state in state.paused && state.inFlight == nil && !state.cancelled }
+            guard waiting else { return }
+            usleep(1_000)
+        }
+    }
+
+    /// Records what to cancel; cancels it straight away when the handle is already cancelled.
+    func track(inFlight: (any Cancellable)? = nil, timer: DispatchWorkItem? = nil) {
+        let (cancelled, paused) = state.withLock { state -> (Bool, Bool) in
+            if !state.cancelled {
+                state.inFlight = inFlight
+                state.timer = timer
+            }
+            return (state.cancelled, state.paused)
+        }
+        if cancelled {
+            inFlight?.cancel()
+            timer?.cancel()
+        } else if paused {
+            applyPause()
+        }
+    }
+}
+
+/// The requests of a session still in flight, so that `shutdown()` reaches every one of them
+/// (streams, downloads and feeds included), and none starts after it.
+final class HandleRegistry: @unchecked Sendable {
+    // @unchecked Sendable: all state is behind `state`.
+    private struct State {
+        var live: [ObjectIdentifier: RequestHandle] = [:]
+        var shutDown = false
+    }
+    private let state = Locked(State())
+
+    /// Registers `handle`; false once the session is shut down (it must not start).
+    func add(_ handle: RequestHandle) -> Bool {
+        state.withLock { state -> Bool in
+            guard !state.shutDown else { return false }
+            state.live[ObjectIdentifier(handle)] = handle
+            return true
+        }
+    }
+
+    func remove(_ handle: RequestHandle) {
+        state.withLock { _ = $0.live.removeValue(forKey: ObjectIdentifier(handle)) }
+    }
+
+    /// Marks the session shut down and returns the requests in flight.
+    func shutDown() -> [RequestHandle] {
+        state.withLock { state -> [RequestHandle] in
+            state.shutDown = true
+            defer { state.live = [:] }
+            return Array(state.live.values)
+        }
+    }
+}
