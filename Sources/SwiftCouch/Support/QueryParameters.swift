@@ -70,26 +70,3 @@ extension JSONValue {
         self = try JSONDecoder().decode(JSONValue.self, from: data)
     }
 }
-
-/// Shared input checks of the document-side operations.
-enum CouchChecks {
-    /// Checks a partition name: not empty, no `:` and no leading `_`.
-    static func partition(_ value: String?) throws(CouchError) {
-        guard let value else { return }
-        guard !value.isEmpty else { throw CouchError.validation("Partition name must not be empty.") }
-        if value.hasPrefix("_") {
-            throw CouchError.validation("Partition name '\(value)' must not start with '_'.")
-        }
-        if value.contains(":") { throw CouchError.validation("Partition name '\(value)' must not contain ':'.") }
-    }
-
-    /// The name of a design document without its `_design/` prefix (either form is accepted).
-    static func designName(_ value: String) -> String {
-        value.hasPrefix("_design/") ? String(value.dropFirst("_design/".count)) : value
-    }
-
-    /// Checks a design document name given with or without `_design/`.
-    static func design(_ value: String) throws(CouchError) {
-        try OptionCheck.notEmpty(designName(value), "Design document name")
-    }
-}

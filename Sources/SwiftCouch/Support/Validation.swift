@@ -84,3 +84,58 @@ public enum CouchValidation {
         }
     }
 }
+
+// Checks shared by many operations' `validate()` (options, partitions, design documents).
+extension CouchValidation {
+    /// `value`, when set, must be zero or more.
+    static func nonNegative(_ value: Int?, _ name: String) throws(CouchError) {
+        if let value, value < 0 { throw CouchError.validation("\(name) must not be negative (got \(value)).") }
+    }
+
+    /// `value`, when set, must be one or more.
+    static func positive(_ value: Int?, _ name: String) throws(CouchError) {
+        if let value, value < 1 { throw CouchError.validation("\(name) must be at least 1 (got \(value)).") }
+    }
+
+    /// `value` must not be empty.
+    static func notEmpty(_ value: String, _ name: String) throws(CouchError) {
+        if value.isEmpty { throw CouchError.validation("\(name) must not be empty.") }
+    }
+
+    /// `values`, when set, must not be empty.
+    static func notEmpty<C: Collection>(_ values: C?, _ name: String) throws(CouchError) {
+        if let values, values.isEmpty { throw CouchError.validation("\(name) must not be empty.") }
+    }
+
+    /// Every revision in a `{docid: [rev]}` map must be valid, and the map must not be empty.
+    static func revisionMap(_ map: [String: [String]], _ name: String) throws(CouchError) {
+        guard !map.isEmpty else { throw CouchError.validation("\(name) must name at least one document.") }
+        for (id, revisions) in map.sorted(by: { $0.key < $1.key }) {
+            guard !id.isEmpty else { throw CouchError.validation("\(name) has an empty document id.") }
+            guard !revisions.isEmpty else {
+                throw CouchError.validation("\(name) lists no revisions for document '\(id)'.")
+            }
+            for revision in revisions { try CouchValidation.validateRevision(revision) }
+        }
+    }
+
+    /// Checks a partition name: not empty, no `:` and no leading `_`.
+    static func partition(_ value: String?) throws(CouchError) {
+        guard let value else { return }
+        guard !value.isEmpty else { throw CouchError.validation("Partition name must not be empty.") }
+        if value.hasPrefix("_") {
+            throw CouchError.validation("Partition name '\(value)' must not start with '_'.")
+        }
+        if value.contains(":") { throw CouchError.validation("Partition name '\(value)' must not contain ':'.") }
+    }
+
+    /// The name of a design document without its `_design/` prefix (either form is accepted).
+    static func designName(_ value: String) -> String {
+        value.hasPrefix("_design/") ? String(value.dropFirst("_design/".count)) : value
+    }
+
+    /// Checks a design document name given with or without `_design/`.
+    static func design(_ value: String) throws(CouchError) {
+        try CouchValidation.notEmpty(designName(value), "Design document name")
+    }
+}

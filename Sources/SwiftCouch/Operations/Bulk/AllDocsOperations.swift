@@ -22,7 +22,7 @@ public enum AllDocsSource: Sendable, Hashable {
     }
 
     func validate() throws(CouchError) {
-        if case .partition(let name) = self { try CouchChecks.partition(name) }
+        if case .partition(let name) = self { try CouchValidation.partition(name) }
     }
 }
 

@@ -29,9 +29,9 @@ public enum ChangesFilter: Sendable, Hashable {
         case .design: items.add("filter", "_design")
         case .view(let ddoc, let view):
             items.add("filter", "_view")
-            items.add("view", CouchChecks.designName(ddoc) + "/" + view)
+            items.add("view", CouchValidation.designName(ddoc) + "/" + view)
         case .custom(let ddoc, let name, let parameters):
-            items.add("filter", CouchChecks.designName(ddoc) + "/" + name)
+            items.add("filter", CouchValidation.designName(ddoc) + "/" + name)
             for parameter in parameters { items.add(parameter.name, parameter.value ?? "") }
         }
     }
@@ -47,16 +47,16 @@ public enum ChangesFilter: Sendable, Hashable {
     func validate() throws(CouchError) {
         switch self {
         case .documentIDs(let ids):
-            try OptionCheck.notEmpty(ids, "documentIDs")
+            try CouchValidation.notEmpty(ids, "documentIDs")
             if ids.contains(where: \.isEmpty) { throw CouchError.validation("documentIDs must not contain \"\".") }
         case .selector(let selector): try selector.validate()
         case .design: break
         case .view(let ddoc, let view):
-            try CouchChecks.design(ddoc)
-            try OptionCheck.notEmpty(view, "view")
+            try CouchValidation.design(ddoc)
+            try CouchValidation.notEmpty(view, "view")
         case .custom(let ddoc, let name, let parameters):
-            try CouchChecks.design(ddoc)
-            try OptionCheck.notEmpty(name, "filter name")
+            try CouchValidation.design(ddoc)
+            try CouchValidation.notEmpty(name, "filter name")
             let reserved: Set = ["filter", "feed", "since", "limit", "include_docs", "style", "view"]
             if let clash = parameters.first(where: { reserved.contains($0.name) || $0.name.isEmpty }) {
                 throw CouchError.validation(
@@ -206,8 +206,8 @@ public struct ChangesOperation<Document: Decodable & Sendable>: JSONOperation {
     public func validate() throws(CouchError) {
         try CouchValidation.validateDatabaseName(database)
         try feedParameters.validate()
-        try OptionCheck.nonNegative(limit, "limit")
-        try OptionCheck.positive(seqInterval, "seqInterval")
+        try CouchValidation.nonNegative(limit, "limit")
+        try CouchValidation.positive(seqInterval, "seqInterval")
         if !includeDocs, conflicts || attachments || attachmentEncodingInfo {
             throw CouchError.validation("conflicts, attachments and attachmentEncodingInfo need includeDocs.")
         }

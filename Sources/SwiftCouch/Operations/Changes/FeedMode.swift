@@ -19,8 +19,8 @@ struct FeedParameters: Sendable, Hashable {
     var heartbeat: Int?
 
     func validate() throws(CouchError) {
-        try OptionCheck.nonNegative(timeout, "timeout")
-        try OptionCheck.positive(heartbeat, "heartbeat")
+        try CouchValidation.nonNegative(timeout, "timeout")
+        try CouchValidation.positive(heartbeat, "heartbeat")
         if timeout != nil, heartbeat != nil {
             throw CouchError.validation("timeout and heartbeat cannot both be set; CouchDB ignores timeout then.")
         }

@@ -21,12 +21,12 @@ public struct CompactDatabaseOperation: JSONOperation {
 
     public func validate() throws(CouchError) {
         try CouchValidation.validateDatabaseName(database)
-        if let designDocument { try CouchChecks.design(designDocument) }
+        if let designDocument { try CouchValidation.design(designDocument) }
     }
 
     public var endpoint: CouchPath {
         guard let designDocument else { return CouchPath(database, "_compact") }
-        return CouchPath(database, "_compact", CouchChecks.designName(designDocument))
+        return CouchPath(database, "_compact", CouchValidation.designName(designDocument))
     }
 
     public var method: HTTPMethod { .post }
@@ -130,7 +130,7 @@ public struct SetDatabaseLimitOperation: JSONOperation {
 
     public func validate() throws(CouchError) {
         try CouchValidation.validateDatabaseName(database)
-        try OptionCheck.positive(value, "value")
+        try CouchValidation.positive(value, "value")
     }
 
     public var endpoint: CouchPath { CouchPath(database, limit.rawValue) }

@@ -101,7 +101,7 @@ public struct RevisionMapOperation<Endpoint: RevisionMapEndpoint>: JSONOperation
 
     public func validate() throws(CouchError) {
         try CouchValidation.validateDatabaseName(database)
-        try OptionCheck.revisionMap(revisions, "revisions")
+        try CouchValidation.revisionMap(revisions, "revisions")
     }
 
     public mutating func serialise() throws { body = try JSONBody.encode(revisions) }

@@ -123,7 +123,7 @@ public struct DesignDocument: Codable, Sendable, Hashable {
         updates: [String: String]? = nil, shows: [String: String]? = nil, lists: [String: String]? = nil,
         autoupdate: Bool? = nil, other: [String: JSONValue] = [:]
     ) {
-        id = "_design/" + CouchChecks.designName(name)
+        id = "_design/" + CouchValidation.designName(name)
         self.rev = rev
         self.language = language
         self.views = views
@@ -138,7 +138,7 @@ public struct DesignDocument: Codable, Sendable, Hashable {
     }
 
     /// The name without `_design/`.
-    public var name: String { CouchChecks.designName(id) }
+    public var name: String { CouchValidation.designName(id) }
 
     enum CodingKeys: String, CodingKey, CaseIterable {
         case id = "_id"
@@ -200,7 +200,7 @@ extension PutDocumentOperation where Document == DesignDocument {
 extension GetDocumentOperation where Document == DesignDocument {
     /// `GET /{db}/_design/{ddoc}` — reads a design document (`name` with or without `_design/`).
     public init(database: String, design name: String, revision: String? = nil) {
-        self.init(database: database, id: "_design/" + CouchChecks.designName(name), revision: revision)
+        self.init(database: database, id: "_design/" + CouchValidation.designName(name), revision: revision)
     }
 }
 
@@ -208,7 +208,7 @@ extension DeleteDocumentOperation {
     /// `DELETE /{db}/_design/{ddoc}?rev=` — deletes a design document and, at the next
     /// `_view_cleanup`, its indexes.
     public init(database: String, design name: String, revision: String) {
-        self.init(database: database, id: "_design/" + CouchChecks.designName(name), revision: revision)
+        self.init(database: database, id: "_design/" + CouchValidation.designName(name), revision: revision)
     }
 }
 
@@ -283,7 +283,7 @@ public struct GetDesignDocumentInfoOperation: JSONOperation {
 
     public func validate() throws(CouchError) {
         try CouchValidation.validateDatabaseName(database)
-        try CouchChecks.design(design)
+        try CouchValidation.design(design)
     }
 
     public var endpoint: CouchPath { ViewPath.path(database, design, "_info", partition: nil) }

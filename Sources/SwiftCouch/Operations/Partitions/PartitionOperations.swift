@@ -46,7 +46,7 @@ public struct GetPartitionInfoOperation: JSONOperation {
 
     public func validate() throws(CouchError) {
         try CouchValidation.validateDatabaseName(database)
-        try CouchChecks.partition(partition)
+        try CouchValidation.partition(partition)
     }
 
     public var endpoint: CouchPath { CouchPath(database, "_partition", partition) }

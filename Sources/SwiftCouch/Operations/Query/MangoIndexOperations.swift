@@ -86,7 +86,7 @@ public enum IndexDefinition: Sendable, Hashable, Encodable {
             }
             try partial?.validate("partialFilterSelector")
         case .text(let fields, let partial, _, _, _):
-            try OptionCheck.notEmpty(fields, "text index fields")
+            try CouchValidation.notEmpty(fields, "text index fields")
             try partial?.validate("partialFilterSelector")
         }
     }
@@ -152,8 +152,8 @@ public struct CreateIndexOperation: JSONOperation {
     public func validate() throws(CouchError) {
         try CouchValidation.validateDatabaseName(database)
         try index.validate()
-        if let designDocument { try CouchChecks.design(designDocument) }
-        if let name { try OptionCheck.notEmpty(name, "name") }
+        if let designDocument { try CouchValidation.design(designDocument) }
+        if let name { try CouchValidation.notEmpty(name, "name") }
     }
 
     public mutating func serialise() throws {
@@ -220,8 +220,8 @@ public struct ListIndexesOperation: JSONOperation {
 
     public func validate() throws(CouchError) {
         try CouchValidation.validateDatabaseName(database)
-        try OptionCheck.nonNegative(limit, "limit")
-        try OptionCheck.nonNegative(skip, "skip")
+        try CouchValidation.nonNegative(limit, "limit")
+        try CouchValidation.nonNegative(skip, "skip")
     }
 
     public var endpoint: CouchPath { CouchPath(database, "_index") }
@@ -256,13 +256,13 @@ public struct DeleteIndexOperation: JSONOperation {
 
     public func validate() throws(CouchError) {
         try CouchValidation.validateDatabaseName(database)
-        try CouchChecks.design(designDocument)
-        try OptionCheck.notEmpty(name, "name")
-        try OptionCheck.notEmpty(type.rawValue, "type")
+        try CouchValidation.design(designDocument)
+        try CouchValidation.notEmpty(name, "name")
+        try CouchValidation.notEmpty(type.rawValue, "type")
     }
 
     public var endpoint: CouchPath {
-        CouchPath(database, "_index", CouchChecks.designName(designDocument), type.rawValue, name)
+        CouchPath(database, "_index", CouchValidation.designName(designDocument), type.rawValue, name)
     }
     public var method: HTTPMethod { .delete }
     public var isIdempotent: Bool? { true }

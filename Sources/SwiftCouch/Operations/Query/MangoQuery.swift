@@ -70,8 +70,8 @@ public enum IndexReference: Sendable, Hashable, Encodable {
 
     var isValid: Bool {
         switch self {
-        case .designDocument(let ddoc): return !CouchChecks.designName(ddoc).isEmpty
-        case .index(let ddoc, let name): return !CouchChecks.designName(ddoc).isEmpty && !name.isEmpty
+        case .designDocument(let ddoc): return !CouchValidation.designName(ddoc).isEmpty
+        case .index(let ddoc, let name): return !CouchValidation.designName(ddoc).isEmpty && !name.isEmpty
         }
     }
 }
@@ -140,13 +140,13 @@ public struct MangoQuery: Encodable, Sendable, Hashable {
 
     func validate() throws(CouchError) {
         try selector.validate()
-        try OptionCheck.notEmpty(fields, "fields")
+        try CouchValidation.notEmpty(fields, "fields")
         if fields?.contains(where: \.isEmpty) == true { throw CouchError.validation("fields must not contain \"\".") }
-        try OptionCheck.notEmpty(sort, "sort")
-        try OptionCheck.nonNegative(limit, "limit")
-        try OptionCheck.nonNegative(skip, "skip")
-        try OptionCheck.positive(readQuorum, "readQuorum (r)")
-        if let bookmark { try OptionCheck.notEmpty(bookmark, "bookmark") }
+        try CouchValidation.notEmpty(sort, "sort")
+        try CouchValidation.nonNegative(limit, "limit")
+        try CouchValidation.nonNegative(skip, "skip")
+        try CouchValidation.positive(readQuorum, "readQuorum (r)")
+        if let bookmark { try CouchValidation.notEmpty(bookmark, "bookmark") }
         if let useIndex, !useIndex.isValid {
             throw CouchError.validation("useIndex needs a design document name (and an index name when given).")
         }
@@ -161,7 +161,7 @@ struct MangoRequest {
 
     func validate() throws(CouchError) {
         try CouchValidation.validateDatabaseName(database)
-        try CouchChecks.partition(partition)
+        try CouchValidation.partition(partition)
         try query.validate()
     }
 

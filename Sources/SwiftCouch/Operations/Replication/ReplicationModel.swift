@@ -161,7 +161,7 @@ public struct ReplicationSettings: Codable, Sendable, Hashable {
     func validate() throws(CouchError) {
         try source.validate("source")
         try target.validate("target")
-        try OptionCheck.notEmpty(docIDs, "docIDs")
+        try CouchValidation.notEmpty(docIDs, "docIDs")
         let filters = [docIDs != nil, filter != nil, selector != nil].filter { $0 }.count
         if filters > 1 { throw CouchError.validation("Use only one of docIDs, filter and selector.") }
         if queryParams != nil, filter == nil { throw CouchError.validation("queryParams needs a filter.") }
@@ -174,9 +174,9 @@ public struct ReplicationSettings: Codable, Sendable, Hashable {
             (workerProcesses, "workerProcesses"), (workerBatchSize, "workerBatchSize"),
             (connectionTimeout, "connectionTimeout"),
         ] {
-            try OptionCheck.positive(value, name)
+            try CouchValidation.positive(value, name)
         }
-        try OptionCheck.nonNegative(retriesPerRequest, "retriesPerRequest")
+        try CouchValidation.nonNegative(retriesPerRequest, "retriesPerRequest")
     }
 }
 

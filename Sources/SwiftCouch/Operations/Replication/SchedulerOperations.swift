@@ -75,8 +75,8 @@ public struct GetSchedulerJobsOperation: JSONOperation {
     }
 
     public func validate() throws(CouchError) {
-        try OptionCheck.nonNegative(limit, "limit")
-        try OptionCheck.nonNegative(skip, "skip")
+        try CouchValidation.nonNegative(limit, "limit")
+        try CouchValidation.nonNegative(skip, "skip")
     }
 
     public var endpoint: CouchPath { CouchPath("_scheduler", "jobs") }
@@ -156,8 +156,8 @@ public struct GetSchedulerDocumentsOperation: JSONOperation {
 
     public func validate() throws(CouchError) {
         if let database { try CouchValidation.validateDatabaseName(database) }
-        try OptionCheck.nonNegative(limit, "limit")
-        try OptionCheck.nonNegative(skip, "skip")
+        try CouchValidation.nonNegative(limit, "limit")
+        try CouchValidation.nonNegative(skip, "skip")
     }
 
     public var endpoint: CouchPath {

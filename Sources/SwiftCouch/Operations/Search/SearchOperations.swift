@@ -68,13 +68,13 @@ public struct SearchQuery: Encodable, Sendable, Hashable {
     }
 
     func validate() throws(CouchError) {
-        try OptionCheck.notEmpty(query, "query")
-        try OptionCheck.positive(limit, "limit")
-        try OptionCheck.positive(groupLimit, "groupLimit")
-        try OptionCheck.positive(highlightNumber, "highlightNumber")
-        try OptionCheck.positive(highlightSize, "highlightSize")
-        try OptionCheck.notEmpty(sort, "sort")
-        try OptionCheck.notEmpty(counts, "counts")
+        try CouchValidation.notEmpty(query, "query")
+        try CouchValidation.positive(limit, "limit")
+        try CouchValidation.positive(groupLimit, "groupLimit")
+        try CouchValidation.positive(highlightNumber, "highlightNumber")
+        try CouchValidation.positive(highlightSize, "highlightSize")
+        try CouchValidation.notEmpty(sort, "sort")
+        try CouchValidation.notEmpty(counts, "counts")
         if drilldown?.contains(where: { $0.count < 2 }) == true {
             throw CouchError.validation("Each drilldown entry needs a field and at least one value.")
         }
@@ -190,15 +190,15 @@ struct SearchIndexPath: Sendable, Hashable {
 
     func validate() throws(CouchError) {
         try CouchValidation.validateDatabaseName(database)
-        try CouchChecks.design(designDocument)
-        try OptionCheck.notEmpty(index, "index")
-        try CouchChecks.partition(partition)
+        try CouchValidation.design(designDocument)
+        try CouchValidation.notEmpty(index, "index")
+        try CouchValidation.partition(partition)
     }
 
     func path(_ kind: String) -> CouchPath {
         var segments = [database]
         if let partition { segments += ["_partition", partition] }
-        segments += ["_design", CouchChecks.designName(designDocument), kind, index]
+        segments += ["_design", CouchValidation.designName(designDocument), kind, index]
         return CouchPath(segments: segments)
     }
 }
@@ -399,7 +399,7 @@ public struct SearchAnalyzeOperation: JSONOperation {
         self.text = text
     }
 
-    public func validate() throws(CouchError) { try OptionCheck.notEmpty(analyzer, "analyzer") }
+    public func validate() throws(CouchError) { try CouchValidation.notEmpty(analyzer, "analyzer") }
     public mutating func serialise() throws { body = try JSONBody.encode(["analyzer": analyzer, "text": text]) }
 
     public var endpoint: CouchPath { CouchPath("_search_analyze") }

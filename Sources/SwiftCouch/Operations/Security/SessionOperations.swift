@@ -87,7 +87,7 @@ public struct CreateSessionOperation: JSONOperation, CustomStringConvertible, Cu
     }
 
     public func validate() throws(CouchError) {
-        try OptionCheck.notEmpty(credentials.username, "name")
+        try CouchValidation.notEmpty(credentials.username, "name")
     }
 
     public mutating func serialise() throws {

@@ -96,7 +96,7 @@ private struct UserLocation {
 
     func validate() throws(CouchError) {
         try CouchValidation.validateDatabaseName(database)
-        try OptionCheck.notEmpty(name, "User name")
+        try CouchValidation.notEmpty(name, "User name")
         if name.hasPrefix("_") { throw CouchError.validation("User name '\(name)' must not start with '_'.") }
         if name.contains(":") { throw CouchError.validation("User name '\(name)' must not contain ':'.") }
     }

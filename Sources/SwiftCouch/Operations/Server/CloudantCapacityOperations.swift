@@ -66,7 +66,7 @@ public struct SetProvisionedThroughputOperation: JSONOperation {
 
     public init(blocks: Int) { self.blocks = blocks }
 
-    public func validate() throws(CouchError) { try OptionCheck.positive(blocks, "blocks") }
+    public func validate() throws(CouchError) { try CouchValidation.positive(blocks, "blocks") }
     public mutating func serialise() throws { body = try JSONBody.encode(["blocks": blocks]) }
 
     public var endpoint: CouchPath { CouchPath("_api", "v2", "user", "capacity", "throughput") }

@@ -56,7 +56,7 @@ public struct GetDatabasesInfoOperation: JSONOperation {
     public func validate() throws(CouchError) {
         try range.validate()
         guard let keys else { return }
-        try OptionCheck.notEmpty(keys, "keys")
+        try CouchValidation.notEmpty(keys, "keys")
         guard range.isDefault else {
             throw CouchError.validation(
                 "keys cannot be combined with descending, limit, skip, startKey or endKey in _dbs_info.")

@@ -49,8 +49,8 @@ struct DatabaseNameRange {
     var isDefault: Bool { !descending && limit == nil && skip == nil && startKey == nil && endKey == nil }
 
     func validate() throws(CouchError) {
-        try OptionCheck.nonNegative(limit, "limit")
-        try OptionCheck.nonNegative(skip, "skip")
+        try CouchValidation.nonNegative(limit, "limit")
+        try CouchValidation.nonNegative(skip, "skip")
     }
 
     var parameters: QueryParameters {

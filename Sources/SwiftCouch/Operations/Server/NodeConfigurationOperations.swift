@@ -9,9 +9,9 @@ enum NodeConfigPath {
     }
 
     static func validate(node: String, section: String? = nil, key: String? = nil) throws(CouchError) {
-        try OptionCheck.notEmpty(node, "node")
-        if let section { try OptionCheck.notEmpty(section, "section") }
-        if let key { try OptionCheck.notEmpty(key, "key") }
+        try CouchValidation.notEmpty(node, "node")
+        if let section { try CouchValidation.notEmpty(section, "section") }
+        if let key { try CouchValidation.notEmpty(key, "key") }
     }
 }
 

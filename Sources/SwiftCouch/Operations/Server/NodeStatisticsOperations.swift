@@ -65,7 +65,7 @@ public struct GetNodeStatisticsOperation: JSONOperation {
     }
 
     public func validate() throws(CouchError) {
-        try OptionCheck.notEmpty(node, "node")
+        try CouchValidation.notEmpty(node, "node")
         if path.contains(where: \.isEmpty) { throw CouchError.validation("path must not contain empty names.") }
     }
 
@@ -137,6 +137,6 @@ public struct GetNodeSystemOperation: JSONOperation {
 
     public init(node: String = "_local") { self.node = node }
 
-    public func validate() throws(CouchError) { try OptionCheck.notEmpty(node, "node") }
+    public func validate() throws(CouchError) { try CouchValidation.notEmpty(node, "node") }
     public var endpoint: CouchPath { CouchPath("_node", node, "_system") }
 }

@@ -55,7 +55,7 @@ public struct GetUUIDsOperation: JSONOperation {
     public init(count: Int = 1) { self.count = count }
 
     public func validate() throws(CouchError) {
-        try OptionCheck.positive(count, "count")
+        try CouchValidation.positive(count, "count")
     }
 
     public var endpoint: CouchPath { CouchPath("_uuids") }

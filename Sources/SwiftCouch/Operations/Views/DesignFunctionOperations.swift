@@ -82,8 +82,8 @@ public struct ListFunctionOperation: DataOperation {
 
     public func validate() throws(CouchError) {
         try ViewPath.validate(database: database, design: design, view: view, partition: nil)
-        try OptionCheck.notEmpty(function, "List function name")
-        if let viewDesign { try CouchChecks.design(viewDesign) }
+        try CouchValidation.notEmpty(function, "List function name")
+        if let viewDesign { try CouchValidation.design(viewDesign) }
         try options.validate()
     }
 
@@ -91,7 +91,7 @@ public struct ListFunctionOperation: DataOperation {
 
     public var endpoint: CouchPath {
         var path = ViewPath.path(database, design, "_list", function, partition: nil)
-        if let viewDesign { path.segments.append(CouchChecks.designName(viewDesign)) }
+        if let viewDesign { path.segments.append(CouchValidation.designName(viewDesign)) }
         path.segments.append(view)
         return path
     }

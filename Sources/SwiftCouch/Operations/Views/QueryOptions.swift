@@ -62,8 +62,8 @@ public struct KeyRangeOptions: Sendable, Hashable {
     }
 
     func validate() throws(CouchError) {
-        try OptionCheck.nonNegative(limit, "limit")
-        try OptionCheck.nonNegative(skip, "skip")
+        try CouchValidation.nonNegative(limit, "limit")
+        try CouchValidation.nonNegative(skip, "skip")
         if let keys {
             guard !keys.isEmpty else { throw CouchError.validation("keys must not be empty (or be nil).") }
             if key != nil || startKey != nil || endKey != nil {
@@ -166,7 +166,7 @@ public struct ViewQueryOptions: Sendable, Hashable {
 
     func validate() throws(CouchError) {
         try range.validate()
-        try OptionCheck.nonNegative(groupLevel, "groupLevel")
+        try CouchValidation.nonNegative(groupLevel, "groupLevel")
         if reduce == false, group == true || groupLevel != nil {
             throw CouchError.validation("group and groupLevel need the reduce step; do not set reduce to false.")
         }

@@ -99,14 +99,14 @@ enum ViewPath {
     static func path(_ database: String, _ design: String, _ rest: String..., partition: String?) -> CouchPath {
         var segments = [database]
         if let partition { segments += ["_partition", partition] }
-        segments += ["_design", CouchChecks.designName(design)] + rest
+        segments += ["_design", CouchValidation.designName(design)] + rest
         return CouchPath(segments: segments)
     }
 
     static func validate(database: String, design: String, view: String, partition: String?) throws(CouchError) {
         try CouchValidation.validateDatabaseName(database)
-        try CouchChecks.design(design)
-        try OptionCheck.notEmpty(view, "View name")
-        try CouchChecks.partition(partition)
+        try CouchValidation.design(design)
+        try CouchValidation.notEmpty(view, "View name")
+        try CouchValidation.partition(partition)
     }
 }
