@@ -111,6 +111,16 @@ extension CouchOperation {
     }
 }
 
+/// An operation whose repetition is harmless whatever its method: reads sent as `POST`
+/// (`_find`, `_all_docs` with keys, view queries), deletes of whole resources, replication
+/// commands. The session may retry it after a 5xx or a dropped connection (when the retry policy
+/// allows). Conforming is the whole job: ``CouchOperation/isIdempotent`` is `true`.
+public protocol IdempotentOperation: CouchOperation {}
+
+extension IdempotentOperation {
+    public var isIdempotent: Bool? { true }
+}
+
 /// Whether a request is safe to send twice, judged from its method, parameters and headers.
 enum RequestSafety {
     static func isSafeToRepeat(method: HTTPMethod, parameters: [URLQueryItem], headers: HTTPFields) -> Bool {

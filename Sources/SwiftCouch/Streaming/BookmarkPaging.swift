@@ -52,7 +52,7 @@ public struct BookmarkPage<Row: Sendable>: Sendable {
 ///
 /// A page shorter than `pageSize` is the last one (CouchDB keeps answering with a bookmark, so the
 /// end is told by the count).
-public struct BookmarkPageOperation<Base: BookmarkPagedOperation>: CouchOperation {
+public struct BookmarkPageOperation<Base: BookmarkPagedOperation>: CouchOperation, IdempotentOperation {
     public typealias Response = BookmarkPage<Base.Row>
 
     /// The query to page through (its own limit and bookmark are replaced).
@@ -89,7 +89,6 @@ public struct BookmarkPageOperation<Base: BookmarkPagedOperation>: CouchOperatio
     public var data: Data? { prepared.data }
     public var contentType: String? { prepared.contentType }
     public var headers: HTTPFields { prepared.headers }
-    public var isIdempotent: Bool? { true }
 
     public func processResponse(data: Data, httpInfo: HTTPInfo) throws -> BookmarkPage<Base.Row> {
         let response = try prepared.processResponse(data: data, httpInfo: httpInfo)

@@ -266,7 +266,7 @@ public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequenc
 /// newline-delimited changes, for ``CouchDBClient/rows(_:bufferSize:options:)`` (which streams it with
 /// back-pressure). Every option of the wrapped ``ChangesOperation`` applies; its `feed` is
 /// replaced by `continuous`. Set `heartbeat` so idle connections stay open, or `timeout` to end.
-public struct ContinuousChangesOperation<Document: Decodable & Sendable>: RowStreamingOperation {
+public struct ContinuousChangesOperation<Document: Decodable & Sendable>: RowStreamingOperation, IdempotentOperation {
     public typealias Response = Data
     public typealias Row = Change<Document>
 
@@ -288,7 +288,6 @@ public struct ContinuousChangesOperation<Document: Decodable & Sendable>: RowStr
     public var method: HTTPMethod { base.method }
     public var data: Data? { base.data }
     public var contentType: String? { base.contentType }
-    public var isIdempotent: Bool? { true }
     public var rowsKey: String? { nil }
     public var isLineDelimited: Bool { true }
 

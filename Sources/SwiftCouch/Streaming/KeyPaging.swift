@@ -144,7 +144,7 @@ public struct KeyPage<Row: KeyedRow>: Sendable {
 /// It asks for `pageSize + 1` rows: the extra row, never shown, tells whether another page
 /// follows and where it starts. Backward pages run the query in the opposite direction from the
 /// first row of the current page (skipping it) and reverse the rows.
-public struct KeyPageOperation<Base: KeyPagedOperation>: CouchOperation {
+public struct KeyPageOperation<Base: KeyPagedOperation>: CouchOperation, IdempotentOperation {
     public typealias Response = KeyPage<Base.Row>
 
     /// The query to page through (its `limit`, `skip` and `keys` must be unset).
@@ -204,7 +204,6 @@ public struct KeyPageOperation<Base: KeyPagedOperation>: CouchOperation {
     public var data: Data? { prepared.data }
     public var contentType: String? { prepared.contentType }
     public var headers: HTTPFields { prepared.headers }
-    public var isIdempotent: Bool? { true }
 
     public func processResponse(data: Data, httpInfo: HTTPInfo) throws -> KeyPage<Base.Row> {
         let response = try prepared.processResponse(data: data, httpInfo: httpInfo)

@@ -33,7 +33,7 @@ public enum AllDocsSource: Sendable, Hashable {
 /// is safe to retry): rows come in the order of the keys, deleted documents are reported with
 /// `value.deleted`, and keys that match nothing give an error row. `Doc` is the type of the
 /// included documents (``JSONValue`` for any; it is not read without `includeDocs`).
-public struct AllDocsOperation<Doc: Decodable & Sendable>: JSONOperation {
+public struct AllDocsOperation<Doc: Decodable & Sendable>: JSONOperation, IdempotentOperation {
     public typealias Response = ViewResponse<AllDocsRow<Doc>>
 
     /// The database name.
@@ -64,7 +64,6 @@ public struct AllDocsOperation<Doc: Decodable & Sendable>: JSONOperation {
     public var method: HTTPMethod { body == nil ? .get : .post }
     public var data: Data? { body }
     public var parameters: [URLQueryItem] { options.parameters(includingKeys: false).queryItems }
-    public var isIdempotent: Bool? { true }
 }
 
 extension KeyRangeOptions {
@@ -81,7 +80,7 @@ extension KeyRangeOptions {
 
 /// `POST /{db}/_all_docs/queries` (and `_design_docs/queries`, `_local_docs/queries`) — several
 /// `_all_docs` queries in one request; one result per query, in order.
-public struct AllDocsQueriesOperation<Doc: Decodable & Sendable>: JSONOperation {
+public struct AllDocsQueriesOperation<Doc: Decodable & Sendable>: JSONOperation, IdempotentOperation {
     public typealias Response = ViewQueriesResponse<AllDocsRow<Doc>>
 
     /// The database name.
@@ -118,5 +117,4 @@ public struct AllDocsQueriesOperation<Doc: Decodable & Sendable>: JSONOperation 
     public var endpoint: CouchPath { source.path(database).appending("queries") }
     public var method: HTTPMethod { .post }
     public var data: Data? { body }
-    public var isIdempotent: Bool? { true }
 }

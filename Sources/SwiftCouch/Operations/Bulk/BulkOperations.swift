@@ -167,7 +167,7 @@ public struct BulkGetResponse<Document: Decodable & Sendable>: Decodable, Sendab
 /// Every item gets a result, in order, each with `.found(document)` or `.failed(error)`:
 /// a missing document is `not_found` (CouchDB's `"rev":"undefined"` is read as a nil `rev`), a
 /// malformed revision `bad_request`. A read, so safe to retry.
-public struct BulkGetOperation<Document: Decodable & Sendable>: JSONOperation {
+public struct BulkGetOperation<Document: Decodable & Sendable>: JSONOperation, IdempotentOperation {
     public typealias Response = BulkGetResponse<Document>
 
     /// The database name.
@@ -202,5 +202,4 @@ public struct BulkGetOperation<Document: Decodable & Sendable>: JSONOperation {
     public var data: Data? { body }
     public var headers: HTTPFields { ["Accept": "application/json"] }
     public var parameters: [URLQueryItem] { options.parameters.queryItems }
-    public var isIdempotent: Bool? { true }
 }

@@ -141,7 +141,7 @@ extension ChangesResponse: Equatable where Document: Equatable {}
 ///
 /// Documents, with ``includeDocs``, decode as `Document` (``JSONValue`` for free-form JSON).
 /// Page through history by passing ``ChangesResponse/lastSeq`` back as ``since``.
-public struct ChangesOperation<Document: Decodable & Sendable>: JSONOperation {
+public struct ChangesOperation<Document: Decodable & Sendable>: JSONOperation, IdempotentOperation {
     public typealias Response = ChangesResponse<Document>
 
     /// The database.
@@ -219,7 +219,6 @@ public struct ChangesOperation<Document: Decodable & Sendable>: JSONOperation {
     public var endpoint: CouchPath { CouchPath(database, "_changes") }
     public var method: HTTPMethod { filter?.needsBody == true ? .post : .get }
     public var data: Data? { body }
-    public var isIdempotent: Bool? { true }
 
     public var parameters: [URLQueryItem] {
         var items = QueryParameters()

@@ -5,7 +5,7 @@ import Foundation
 /// `_active_tasks`.
 ///
 /// Sent with `Content-Type: application/json` and no body (CouchDB answers 415 without it).
-public struct CompactDatabaseOperation: JSONOperation {
+public struct CompactDatabaseOperation: JSONOperation, IdempotentOperation {
     public typealias Response = OKResponse
 
     /// The database.
@@ -31,11 +31,10 @@ public struct CompactDatabaseOperation: JSONOperation {
 
     public var method: HTTPMethod { .post }
     public var headers: HTTPFields { JSONBody.emptyPostHeaders }
-    public var isIdempotent: Bool? { true }
 }
 
 /// `POST /{db}/_view_cleanup` — removes view index files no design document uses any more.
-public struct ViewCleanupOperation: JSONOperation {
+public struct ViewCleanupOperation: JSONOperation, IdempotentOperation {
     public typealias Response = OKResponse
 
     /// The database.
@@ -47,7 +46,6 @@ public struct ViewCleanupOperation: JSONOperation {
     public var endpoint: CouchPath { CouchPath(database, "_view_cleanup") }
     public var method: HTTPMethod { .post }
     public var headers: HTTPFields { JSONBody.emptyPostHeaders }
-    public var isIdempotent: Bool? { true }
 }
 
 /// What `_ensure_full_commit` answers.
@@ -69,7 +67,7 @@ public struct FullCommitResponse: Codable, Sendable, Equatable {
 
 /// `POST /{db}/_ensure_full_commit` — asks the server to flush writes to disk. CouchDB 2+ always
 /// commits at once, so this only matters to old servers and replicators that still call it.
-public struct EnsureFullCommitOperation: JSONOperation {
+public struct EnsureFullCommitOperation: JSONOperation, IdempotentOperation {
     public typealias Response = FullCommitResponse
 
     /// The database.
@@ -81,7 +79,6 @@ public struct EnsureFullCommitOperation: JSONOperation {
     public var endpoint: CouchPath { CouchPath(database, "_ensure_full_commit") }
     public var method: HTTPMethod { .post }
     public var headers: HTTPFields { JSONBody.emptyPostHeaders }
-    public var isIdempotent: Bool? { true }
 }
 
 /// A per-database limit that is read and set as a bare JSON number.
@@ -112,7 +109,7 @@ public struct GetDatabaseLimitOperation: JSONOperation {
 
 /// `PUT /{db}/_revs_limit` or `PUT /{db}/_purged_infos_limit` — sets a database limit (the body
 /// is a bare JSON number, e.g. `5`).
-public struct SetDatabaseLimitOperation: JSONOperation {
+public struct SetDatabaseLimitOperation: JSONOperation, IdempotentOperation {
     public typealias Response = OKResponse
 
     /// The database.
@@ -136,7 +133,6 @@ public struct SetDatabaseLimitOperation: JSONOperation {
     public var endpoint: CouchPath { CouchPath(database, limit.rawValue) }
     public var method: HTTPMethod { .put }
     public var data: Data? { Data(String(value).utf8) }
-    public var isIdempotent: Bool? { true }
 }
 
 /// How a database is split into shards: shard range → nodes holding a copy.

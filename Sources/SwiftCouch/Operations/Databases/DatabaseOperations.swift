@@ -4,7 +4,7 @@ import Foundation
 ///
 /// Fails with 412 `file_exists` when it exists already; the name is checked against CouchDB's
 /// rule in `validate` first.
-public struct CreateDatabaseOperation: JSONOperation {
+public struct CreateDatabaseOperation: JSONOperation, IdempotentOperation {
     public typealias Response = OKResponse
 
     /// The database name.
@@ -33,7 +33,6 @@ public struct CreateDatabaseOperation: JSONOperation {
 
     public var endpoint: CouchPath { CouchPath(name) }
     public var method: HTTPMethod { .put }
-    public var isIdempotent: Bool? { true }
 
     public var parameters: [URLQueryItem] {
         var items: [URLQueryItem] = []
@@ -45,7 +44,7 @@ public struct CreateDatabaseOperation: JSONOperation {
 }
 
 /// `DELETE /{db}` — deletes a database and everything in it.
-public struct DeleteDatabaseOperation: JSONOperation {
+public struct DeleteDatabaseOperation: JSONOperation, IdempotentOperation {
     public typealias Response = OKResponse
 
     /// The database name.
@@ -56,7 +55,6 @@ public struct DeleteDatabaseOperation: JSONOperation {
     public func validate() throws(CouchError) { try CouchValidation.validateDatabaseName(name) }
     public var endpoint: CouchPath { CouchPath(name) }
     public var method: HTTPMethod { .delete }
-    public var isIdempotent: Bool? { true }
 }
 
 /// What `GET /{db}` says about a database.

@@ -84,7 +84,7 @@ public enum PurgeEndpoint: RevisionMapEndpoint {
 ///
 /// All three are safe to repeat (the two questions read only; purging revisions that are gone
 /// already does nothing), so 5xx answers may be retried.
-public struct RevisionMapOperation<Endpoint: RevisionMapEndpoint>: JSONOperation {
+public struct RevisionMapOperation<Endpoint: RevisionMapEndpoint>: JSONOperation, IdempotentOperation {
     public typealias Response = Endpoint.Answer
 
     /// The database.
@@ -109,7 +109,6 @@ public struct RevisionMapOperation<Endpoint: RevisionMapEndpoint>: JSONOperation
     public var endpoint: CouchPath { CouchPath(database, Endpoint.pathSegment) }
     public var method: HTTPMethod { .post }
     public var data: Data? { body }
-    public var isIdempotent: Bool? { true }
 }
 
 /// `POST /{db}/_revs_diff` — which of these revisions the database is missing (documents with

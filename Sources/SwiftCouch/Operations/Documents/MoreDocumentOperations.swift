@@ -126,7 +126,7 @@ enum ETag {
 /// The target goes in the `Destination` header (percent-encoded, as CouchDB decodes it); to
 /// overwrite an existing target give its current revision as `destinationRevision` (sent as
 /// `Destination: id?rev=…`). `sourceRevision` copies an older revision of the source (`?rev=`).
-public struct CopyDocumentOperation: JSONOperation {
+public struct CopyDocumentOperation: JSONOperation, IdempotentOperation {
     public typealias Response = DocumentWriteResponse
 
     /// The database name.
@@ -168,7 +168,6 @@ public struct CopyDocumentOperation: JSONOperation {
     public var endpoint: CouchPath { .document(database, id) }
     public var method: HTTPMethod { .copy }
     /// COPY writes one fixed id, so repeating it never makes a second document (at worst a 409).
-    public var isIdempotent: Bool? { true }
 
     public var parameters: [URLQueryItem] {
         var query = QueryParameters()

@@ -112,7 +112,7 @@ public struct CreateIndexResponse: Codable, Sendable, Equatable {
 ///
 /// Creating an index that exists already answers `result: "exists"`, so this is safe to
 /// repeat.
-public struct CreateIndexOperation: JSONOperation {
+public struct CreateIndexOperation: JSONOperation, IdempotentOperation {
     public typealias Response = CreateIndexResponse
 
     /// The database.
@@ -164,7 +164,6 @@ public struct CreateIndexOperation: JSONOperation {
     public var endpoint: CouchPath { CouchPath(database, "_index") }
     public var method: HTTPMethod { .post }
     public var data: Data? { body }
-    public var isIdempotent: Bool? { true }
 }
 
 /// A Mango index as `_index` lists it (and `_explain` names it).
@@ -235,7 +234,7 @@ public struct ListIndexesOperation: JSONOperation {
 }
 
 /// `DELETE /{db}/_index/{ddoc}/{type}/{name}` — deletes a Mango index.
-public struct DeleteIndexOperation: JSONOperation {
+public struct DeleteIndexOperation: JSONOperation, IdempotentOperation {
     public typealias Response = OKResponse
 
     /// The database.
@@ -265,5 +264,4 @@ public struct DeleteIndexOperation: JSONOperation {
         CouchPath(database, "_index", CouchValidation.designName(designDocument), type.rawValue, name)
     }
     public var method: HTTPMethod { .delete }
-    public var isIdempotent: Bool? { true }
 }

@@ -219,7 +219,7 @@ extension FindResponse: Equatable where Document: Equatable {}
 /// query matches, decoded as `Document` (``JSONValue`` for free-form JSON).
 ///
 /// A read-only `POST`, so it is safe to retry. Page with ``FindResponse/bookmark``.
-public struct FindOperation<Document: Decodable & Sendable>: JSONOperation {
+public struct FindOperation<Document: Decodable & Sendable>: JSONOperation, IdempotentOperation {
     public typealias Response = FindResponse<Document>
 
     /// The database.
@@ -249,7 +249,6 @@ public struct FindOperation<Document: Decodable & Sendable>: JSONOperation {
     public var endpoint: CouchPath { request.path("_find") }
     public var method: HTTPMethod { .post }
     public var data: Data? { body }
-    public var isIdempotent: Bool? { true }
 }
 
 /// What `_explain` says about how a query would run.
@@ -290,7 +289,7 @@ public struct ExplainResponse: Decodable, Sendable, Equatable {
 
 /// `POST /{db}/_explain` or `POST /{db}/_partition/{partition}/_explain` — how a Mango query
 /// would run (which index, which range), without running it.
-public struct ExplainOperation: JSONOperation {
+public struct ExplainOperation: JSONOperation, IdempotentOperation {
     public typealias Response = ExplainResponse
 
     /// The database.
@@ -315,5 +314,4 @@ public struct ExplainOperation: JSONOperation {
     public var endpoint: CouchPath { request.path("_explain") }
     public var method: HTTPMethod { .post }
     public var data: Data? { body }
-    public var isIdempotent: Bool? { true }
 }

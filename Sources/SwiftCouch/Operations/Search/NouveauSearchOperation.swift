@@ -40,7 +40,7 @@ public struct NouveauSearchResponse<Document: Decodable & Sendable>: Decodable, 
 /// Takes the same ``SearchQuery``; Nouveau understands `q`, `bookmark`, `limit`, `sort`,
 /// `include_docs`, `counts`, `ranges` and `update`, and the other options are refused by
 /// `validate`.
-public struct NouveauSearchOperation<Document: Decodable & Sendable>: JSONOperation {
+public struct NouveauSearchOperation<Document: Decodable & Sendable>: JSONOperation, IdempotentOperation {
     public typealias Response = NouveauSearchResponse<Document>
 
     /// The database.
@@ -86,5 +86,4 @@ public struct NouveauSearchOperation<Document: Decodable & Sendable>: JSONOperat
     public var endpoint: CouchPath { location.path("_nouveau") }
     public var method: HTTPMethod { .post }
     public var data: Data? { body }
-    public var isIdempotent: Bool? { true }
 }

@@ -206,7 +206,7 @@ struct SearchIndexPath: Sendable, Hashable {
 /// `GET|POST /{db}/_design/{ddoc}/_search/{index}` (or `/{db}/_partition/{p}/…`) — a full-text
 /// search of a search index (IBM Cloudant, or CouchDB with Clouseau), documents decoded as
 /// `Document`.
-public struct SearchOperation<Document: Decodable & Sendable>: JSONOperation {
+public struct SearchOperation<Document: Decodable & Sendable>: JSONOperation, IdempotentOperation {
     public typealias Response = SearchResponse<Document>
 
     /// The database.
@@ -253,7 +253,6 @@ public struct SearchOperation<Document: Decodable & Sendable>: JSONOperation {
     public var method: HTTPMethod { httpMethod == .post ? .post : .get }
     public var parameters: [URLQueryItem] { httpMethod == .get ? query.queryItems : [] }
     public var data: Data? { body }
-    public var isIdempotent: Bool? { true }
 }
 
 /// What `_search_info` says about a search index.
@@ -384,7 +383,7 @@ public struct AnalyzedTokens: Decodable, Sendable, Equatable {
 
 /// `POST /_search_analyze` — how an analyzer (`standard`, `keyword`, `english`, ...) splits a
 /// text into tokens.
-public struct SearchAnalyzeOperation: JSONOperation {
+public struct SearchAnalyzeOperation: JSONOperation, IdempotentOperation {
     public typealias Response = AnalyzedTokens
 
     /// The analyzer name.
@@ -405,5 +404,4 @@ public struct SearchAnalyzeOperation: JSONOperation {
     public var endpoint: CouchPath { CouchPath("_search_analyze") }
     public var method: HTTPMethod { .post }
     public var data: Data? { body }
-    public var isIdempotent: Bool? { true }
 }

@@ -87,7 +87,7 @@ public struct GetCloudantCORSOperation: JSONOperation {
 
 /// `PUT /_api/v2/user/config/cors` — IBM Cloudant: replaces the account's CORS settings. (On
 /// CouchDB run ``CORSConfiguration/couchDBOperations(node:)``.)
-public struct PutCloudantCORSOperation: JSONOperation {
+public struct PutCloudantCORSOperation: JSONOperation, IdempotentOperation {
     public typealias Response = OKResponse
 
     /// The new settings.
@@ -103,5 +103,4 @@ public struct PutCloudantCORSOperation: JSONOperation {
     public var endpoint: CouchPath { CouchPath("_api", "v2", "user", "config", "cors") }
     public var method: HTTPMethod { .put }
     public var data: Data? { body }
-    public var isIdempotent: Bool? { true }
 }

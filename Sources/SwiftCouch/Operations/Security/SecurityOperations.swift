@@ -124,7 +124,7 @@ public struct GetSecurityOperation: JSONOperation {
 /// `PUT /{db}/_security` (or Cloudant's `PUT /_api/v2/db/{db}/_security`) — replaces a
 /// database's security object (server or database admins only; a member gets CouchDB's 500
 /// `no_majority`).
-public struct PutSecurityOperation: JSONOperation {
+public struct PutSecurityOperation: JSONOperation, IdempotentOperation {
     public typealias Response = OKResponse
 
     /// The database.
@@ -154,5 +154,4 @@ public struct PutSecurityOperation: JSONOperation {
     public var endpoint: CouchPath { api.path(database) }
     public var method: HTTPMethod { .put }
     public var data: Data? { body }
-    public var isIdempotent: Bool? { true }
 }

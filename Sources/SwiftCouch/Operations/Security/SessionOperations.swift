@@ -106,10 +106,9 @@ public struct CreateSessionOperation: JSONOperation, CustomStringConvertible, Cu
 /// `DELETE /_session` — logs out: the server answers with an emptied `AuthSession` cookie.
 ///
 /// CouchDB cookies are stateless: a copy of the old cookie stays valid until it expires.
-public struct DeleteSessionOperation: JSONOperation {
+public struct DeleteSessionOperation: JSONOperation, IdempotentOperation {
     public typealias Response = OKResponse
     public init() {}
     public var endpoint: CouchPath { CouchPath("_session") }
     public var method: HTTPMethod { .delete }
-    public var isIdempotent: Bool? { true }
 }

@@ -56,7 +56,7 @@ public struct GetProvisionedThroughputOperation: JSONOperation {
 
 /// `PUT /_api/v2/user/capacity/throughput` — IBM Cloudant: sets the target provisioned throughput
 /// in blocks; the current capacity follows asynchronously.
-public struct SetProvisionedThroughputOperation: JSONOperation {
+public struct SetProvisionedThroughputOperation: JSONOperation, IdempotentOperation {
     public typealias Response = ProvisionedThroughput
 
     /// The number of capacity blocks to provision (at least 1).
@@ -72,7 +72,6 @@ public struct SetProvisionedThroughputOperation: JSONOperation {
     public var endpoint: CouchPath { CouchPath("_api", "v2", "user", "capacity", "throughput") }
     public var method: HTTPMethod { .put }
     public var data: Data? { body }
-    public var isIdempotent: Bool? { true }
 }
 
 /// `GET /_api/v2/user/current/throughput` — IBM Cloudant: the throughput consumed in the current

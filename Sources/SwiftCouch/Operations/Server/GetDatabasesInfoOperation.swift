@@ -17,7 +17,7 @@ public struct DatabaseInfoRow: Decodable, Sendable, Equatable {
 /// With ``keys`` set the request is a `POST` with `{"keys": [...]}` and the range options are not
 /// allowed; a name that does not exist gives a row with `error: "not_found"`. Server admins
 /// only on CouchDB 3.
-public struct GetDatabasesInfoOperation: JSONOperation {
+public struct GetDatabasesInfoOperation: JSONOperation, IdempotentOperation {
     public typealias Response = [DatabaseInfoRow]
 
     /// The databases to describe, in this order (sent as a `POST`). Defaults to nil: a range of
@@ -70,7 +70,6 @@ public struct GetDatabasesInfoOperation: JSONOperation {
     public var endpoint: CouchPath { CouchPath("_dbs_info") }
     public var method: HTTPMethod { keys == nil ? .get : .post }
     public var data: Data? { body }
-    public var isIdempotent: Bool? { true }
 
     public var parameters: [URLQueryItem] { keys == nil ? range.parameters.queryItems : [] }
 

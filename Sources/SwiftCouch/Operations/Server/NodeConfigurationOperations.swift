@@ -75,7 +75,7 @@ public struct GetConfigurationValueOperation: JSONOperation {
 ///
 /// The body is the value as a JSON string (`"true"`, `"4294967296"`): CouchDB keeps every
 /// configuration value as text.
-public struct SetConfigurationValueOperation: JSONOperation {
+public struct SetConfigurationValueOperation: JSONOperation, IdempotentOperation {
     public typealias Response = String
 
     /// The node (`_local` for the one that answers). Defaults to `_local`.
@@ -105,12 +105,11 @@ public struct SetConfigurationValueOperation: JSONOperation {
     public var endpoint: CouchPath { NodeConfigPath.path(node: node, section, key) }
     public var method: HTTPMethod { .put }
     public var data: Data? { body }
-    public var isIdempotent: Bool? { true }
 }
 
 /// `DELETE /_node/{node}/_config/{section}/{key}` — removes one configuration value; answers the
 /// value it had (404 when unset).
-public struct DeleteConfigurationValueOperation: JSONOperation {
+public struct DeleteConfigurationValueOperation: JSONOperation, IdempotentOperation {
     public typealias Response = String
 
     /// The node (`_local` for the one that answers). Defaults to `_local`.
@@ -131,5 +130,4 @@ public struct DeleteConfigurationValueOperation: JSONOperation {
     }
     public var endpoint: CouchPath { NodeConfigPath.path(node: node, section, key) }
     public var method: HTTPMethod { .delete }
-    public var isIdempotent: Bool? { true }
 }

@@ -46,7 +46,7 @@ public struct ShowFunctionOperation: DataOperation {
 /// `GET /{db}/_design/{ddoc}/_list/{func}/{view}` — runs a list function over a view's rows and
 /// returns what it renders. The view may live in another design document (`viewDesign`). With
 /// `keys` the query is sent as `POST`. Deprecated in CouchDB 3 but still served.
-public struct ListFunctionOperation: DataOperation {
+public struct ListFunctionOperation: DataOperation, IdempotentOperation {
     /// The database name.
     public var database: String
     /// The design document holding the list function, without `_design/`.
@@ -100,7 +100,6 @@ public struct ListFunctionOperation: DataOperation {
     public var data: Data? { body }
     public var parameters: [URLQueryItem] { options.parameters(includingKeys: false).queryItems + query }
     public var headers: HTTPFields { ["Accept": accept] }
-    public var isIdempotent: Bool? { true }
 }
 
 /// `POST /{db}/_design/{ddoc}/_update/{func}` or `PUT /{db}/_design/{ddoc}/_update/{func}/{docid}`

@@ -7,7 +7,7 @@ import Foundation
 /// `keys` the query is sent as `POST` with `{"keys": [...]}` (safe to retry). Set `partition`
 /// to query a partitioned view: `/{db}/_partition/{partition}/_design/{ddoc}/_view/{view}`.
 public struct QueryViewOperation<Key: Decodable & Sendable, Value: Decodable & Sendable, Doc: Decodable & Sendable>:
-    JSONOperation
+    JSONOperation, IdempotentOperation
 {
     public typealias Response = ViewResponse<ViewRow<Key, Value, Doc>>
 
@@ -45,7 +45,6 @@ public struct QueryViewOperation<Key: Decodable & Sendable, Value: Decodable & S
     public var method: HTTPMethod { body == nil ? .get : .post }
     public var data: Data? { body }
     public var parameters: [URLQueryItem] { options.parameters(includingKeys: false).queryItems }
-    public var isIdempotent: Bool? { true }
 }
 
 /// A view read as free-form JSON rows.
@@ -55,7 +54,7 @@ public typealias QueryJSONViewOperation = QueryViewOperation<JSONValue, JSONValu
 /// request; one result per query, in order.
 public struct QueryViewQueriesOperation<
     Key: Decodable & Sendable, Value: Decodable & Sendable, Doc: Decodable & Sendable
->: JSONOperation {
+>: JSONOperation, IdempotentOperation {
     public typealias Response = ViewQueriesResponse<ViewRow<Key, Value, Doc>>
 
     /// The database name.
@@ -91,7 +90,6 @@ public struct QueryViewQueriesOperation<
     }
     public var method: HTTPMethod { .post }
     public var data: Data? { body }
-    public var isIdempotent: Bool? { true }
 }
 
 /// Paths under a design document: `/{db}[/_partition/{p}]/_design/{ddoc}/{kind}/{name...}`.
