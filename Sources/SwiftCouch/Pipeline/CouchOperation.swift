@@ -205,18 +205,7 @@ public struct OKResponse: Codable, Sendable, Equatable {
 extension URLQueryItem {
     /// A query item whose value is the JSON text of `value` (`key="a"`, `startkey=["a",1]`).
     public static func json<T: Encodable>(_ name: String, _ value: T) throws -> URLQueryItem {
-        let data = try JSONEncoder.couch.encode(value)
+        let data = try JSONBody.encode(value)
         return URLQueryItem(name: name, value: String(decoding: data, as: UTF8.self))
-    }
-}
-
-extension JSONEncoder {
-    /// The encoder SwiftCouch uses for bodies: compact, `/` not escaped, dates as the client in
-    /// effect says (``DateCoding``, ISO-8601 by default).
-    static var couch: JSONEncoder {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = DateCoding.current.encodingStrategy
-        return encoder
     }
 }

@@ -99,7 +99,11 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         guard !finished else { throw CouchError.validation("The BulkWriter has finished; make a new one.") }
         let index = count
         count += 1
-        switch Self.prepare(document, index: index, makeID: options.makeID) {
+        // Dates are written as the client's configuration says (outside the pipeline here).
+        let prepared = DateCoding.with(client.configuration.dateCoding) {
+            Self.prepare(document, index: index, makeID: options.makeID)
+        }
+        switch prepared {
         case .success(let item): pending.append(item)
         case .failure(let refusal): results[index] = .failure(refusal)
         }
@@ -138,7 +142,7 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     static func prepare(_ document: Document, index: Int, makeID: () -> String) -> Result<Item, DocumentError> {
         var body: Data
         do {
-            body = try DocumentBody.encode(document)
+            body = try JSONBody.document(document)
         } catch {
             let message = (error as? CouchError)?.message ?? "\(error)"
             return .failure(DocumentError(id: nil, rev: nil, error: "bad_request", reason: message))
@@ -151,7 +155,7 @@ public actor BulkWriter<Document: Encodable & Sendable> {
             let id = makeID()
             let empty = body.dropFirst().first { !(" \n\r\t".utf8.contains($0)) } == UInt8(ascii: "}")
             var withID = Data("{\"_id\":".utf8)
-            withID.append(try! JSONEncoder().encode(id))  // a String always encodes
+            withID.append(Data(JSONBody.stringLiteral(id).utf8))
             if !empty { withID.append(UInt8(ascii: ",")) }
             withID.append(body.dropFirst())
             return .success(Item(index: index, id: id, parentRevision: meta._rev, body: withID))

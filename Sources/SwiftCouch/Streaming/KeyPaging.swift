@@ -15,7 +15,7 @@ extension AllDocsRow: KeyedRow {
 
 extension ViewRow: KeyedRow where Key: Encodable {
     public var pagingKey: JSONValue {
-        guard let data = try? JSONEncoder.couch.encode(key),
+        guard let data = try? JSONBody.encode(key),
             let json = try? JSONDecoder().decode(JSONValue.self, from: data)
         else { return .null }
         return json

@@ -52,7 +52,7 @@ struct RowFraming: Sendable {
                 let object = try? JSONDecoder().decode([String: JSONValue].self, from: line)
             {
                 for (key, value) in object {
-                    lineMetadata[key] = try? JSONEncoder.couch.encode(value)
+                    lineMetadata[key] = try? JSONBody.encode(value)
                 }
             } else {
                 rows.append(line)

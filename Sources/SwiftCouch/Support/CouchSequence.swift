@@ -43,7 +43,7 @@ public struct CouchSequence: Sendable, Hashable, Codable, CustomStringConvertibl
         case .string(let text): return text
         case .int(let number): return String(number)
         default:
-            let data = (try? JSONEncoder.couch.encode(json)) ?? Data()
+            let data = (try? JSONBody.encode(json)) ?? Data()
             return String(decoding: data, as: UTF8.self)
         }
     }

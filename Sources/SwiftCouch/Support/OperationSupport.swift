@@ -1,10 +1,43 @@
 import Foundation
 
-/// Encodes request bodies.
+/// The one way SwiftCouch writes JSON: request bodies, documents, JSON-valued query parameters.
+/// One shared encoder per ``DateCoding`` (compact, `/` not escaped), configured once and used
+/// from any thread (`JSONEncoder` is safe to share once configured); dates as the client in
+/// effect says.
 enum JSONBody {
-    /// The JSON text of `value`, with SwiftCouch's encoder.
+    private static let encoders: [DateCoding: JSONEncoder] = {
+        var encoders: [DateCoding: JSONEncoder] = [:]
+        for coding in [DateCoding.iso8601, .secondsSince1970, .millisecondsSince1970, .foundationDefault] {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.withoutEscapingSlashes]
+            encoder.dateEncodingStrategy = coding.encodingStrategy
+            encoders[coding] = encoder
+        }
+        return encoders
+    }()
+
+    /// The shared encoder for the date coding in effect.
+    static var encoder: JSONEncoder { encoders[DateCoding.current]! }
+
+    /// The JSON text of `value`.
     static func encode<Value: Encodable>(_ value: Value) throws -> Data {
-        try JSONEncoder.couch.encode(value)
+        try encoder.encode(value)
+    }
+
+    /// A document body: the JSON text of `document`, which must be a JSON object, as CouchDB insists.
+    static func document<T: Encodable>(_ document: T) throws -> Data {
+        let body = try encode(document)
+        guard body.first == UInt8(ascii: "{") else {
+            throw CouchError.serialisation(
+                "A document must encode to a JSON object, not \(T.self) as a scalar or array.")
+        }
+        return body
+    }
+
+    /// A JSON string literal for `value` (`"a\"b"`), for query parameters.
+    static func stringLiteral(_ value: String) -> String {
+        let data = (try? encode(value)) ?? Data("\"\"".utf8)
+        return String(decoding: data, as: UTF8.self)
     }
 
     /// Headers for a `POST` that carries no body but must say `Content-Type: application/json`

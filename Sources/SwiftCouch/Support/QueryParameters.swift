@@ -54,7 +54,7 @@ struct QueryParameters: Sendable {
     }
 
     static func jsonText(_ value: JSONValue) -> String {
-        let data = (try? JSONEncoder.couch.encode(value)) ?? Data("null".utf8)
+        let data = (try? JSONBody.encode(value)) ?? Data("null".utf8)
         return String(decoding: data, as: UTF8.self)
     }
 }
@@ -66,7 +66,7 @@ extension JSONValue {
             self = json
             return
         }
-        let data = try JSONEncoder.couch.encode(value)
+        let data = try JSONBody.encode(value)
         self = try JSONDecoder().decode(JSONValue.self, from: data)
     }
 }

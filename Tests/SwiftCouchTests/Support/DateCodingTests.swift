@@ -51,6 +51,20 @@ struct DateCodingTests {
         #expect(read == [date])
     }
 
+    @Test("The BulkWriter writes dates as its client's configuration says")
+    func bulkWriterUsesTheClientsCoding() async throws {
+        var configuration = Configuration()
+        configuration.dateCoding = .secondsSince1970
+        let transport = SimulatedTransport(responses: [.json(201, #"[{"ok":true,"id":"e","rev":"1-a"}]"#)])
+        let client = Simulation.client(transport: transport, configuration: configuration)
+        defer { client.shutdown() }
+        let writer = BulkWriter<Event>(client: client, database: "db")
+        try await writer.add(Event(_id: "e", at: Date(timeIntervalSince1970: 1_000)))
+        let results = try await writer.finish()
+        #expect(results.first?.rev == "1-a")
+        #expect(transport.requests.first?.bodyJSON?["docs"]?[0]?["at"] == 1_000)
+    }
+
     @Test("Text that is not an ISO-8601 date is a decoding error that says so")
     func badDate() {
         let run = Simulation.run(

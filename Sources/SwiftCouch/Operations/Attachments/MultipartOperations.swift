@@ -67,7 +67,7 @@ public struct PutMultipartDocumentOperation<Document: Encodable & Sendable>: JSO
     }
 
     public mutating func serialise() throws {
-        let encoded = try DocumentBody.encode(document)
+        let encoded = try JSONBody.document(document)
         guard case .object(var members) = try JSONDecoder().decode(JSONValue.self, from: encoded) else {
             throw CouchError.serialisation("A document must encode to a JSON object.")
         }
@@ -77,16 +77,16 @@ public struct PutMultipartDocumentOperation<Document: Encodable & Sendable>: JSO
             !uploaded.contains($0.key)
         }
         // `_attachments` is written by hand so the `follows` entries keep the order of the parts.
-        var json = Data(try JSONEncoder.couch.encode(JSONValue.object(members)).dropLast())
+        var json = Data(try JSONBody.encode(JSONValue.object(members)).dropLast())
         if !members.isEmpty { json.append(UInt8(ascii: ",")) }
         json.append(Data("\"_attachments\":{".utf8))
         var entries: [Data] = try kept.sorted { $0.key < $1.key }.map { name, stub in
-            try JSONEncoder.couch.encode(name) + Data(":".utf8) + JSONEncoder.couch.encode(stub)
+            try JSONBody.encode(name) + Data(":".utf8) + JSONBody.encode(stub)
         }
         for upload in attachments {
             let follows = Attachment(contentType: upload.contentType, follows: true, length: upload.data.count)
             entries.append(
-                try JSONEncoder.couch.encode(upload.name) + Data(":".utf8) + JSONEncoder.couch.encode(follows))
+                try JSONBody.encode(upload.name) + Data(":".utf8) + JSONBody.encode(follows))
         }
         json.append(Data(entries.joined(separator: Data(",".utf8))))
         json.append(Data("}}".utf8))

@@ -82,7 +82,7 @@ public struct BulkDocsOperation<Document: Encodable & Sendable>: JSONOperation {
         for (index, document) in documents.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             do {
-                out.append(try DocumentBody.encode(document))
+                out.append(try JSONBody.document(document))
             } catch let error as CouchError {
                 throw CouchError.serialisation("Document \(index): \(error.message)")
             }
@@ -195,7 +195,7 @@ public struct BulkGetOperation<Document: Decodable & Sendable>: JSONOperation, I
         try options.validate()
     }
 
-    public mutating func serialise() throws { body = try JSONEncoder.couch.encode(["docs": items]) }
+    public mutating func serialise() throws { body = try JSONBody.encode(["docs": items]) }
 
     public var endpoint: CouchPath { CouchPath(database, "_bulk_get") }
     public var method: HTTPMethod { .post }

@@ -49,18 +49,6 @@ extension RevisionPlacement {
     }
 }
 
-/// Encodes a document body, insisting on a JSON object as CouchDB does.
-enum DocumentBody {
-    static func encode<T: Encodable>(_ document: T) throws -> Data {
-        let body = try JSONEncoder.couch.encode(document)
-        guard body.first == UInt8(ascii: "{") else {
-            throw CouchError.serialisation(
-                "A document must encode to a JSON object, not \(T.self) as a scalar or array.")
-        }
-        return body
-    }
-}
-
 /// `PUT /{db}/{docid}` — creates or updates a document from any `Encodable` value.
 ///
 /// Pass `revision` to update (sent as `?rev=`, or as `If-Match` with `revisionPlacement: .ifMatch`);
@@ -110,7 +98,7 @@ public struct PutDocumentOperation<Document: Encodable & Sendable>: JSONOperatio
     }
 
     public mutating func serialise() throws {
-        body = try DocumentBody.encode(document)
+        body = try JSONBody.document(document)
     }
 
     public var endpoint: CouchPath { .document(database, id) }

@@ -33,7 +33,7 @@ public struct CreateDocumentOperation<Document: Encodable & Sendable>: JSONOpera
         try CouchValidation.validateQuorum(writeQuorum, name: "writeQuorum (w)")
     }
 
-    public mutating func serialise() throws { body = try DocumentBody.encode(document) }
+    public mutating func serialise() throws { body = try JSONBody.document(document) }
 
     public var endpoint: CouchPath { CouchPath(database) }
     public var method: HTTPMethod { .post }

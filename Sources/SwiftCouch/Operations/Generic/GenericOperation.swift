@@ -48,7 +48,7 @@ public struct GenericOperation: DataOperation {
         jsonBody: Body, isIdempotent: Bool? = nil
     ) throws {
         self.init(
-            method: method, path: path, query: query, headers: headers, body: try JSONEncoder.couch.encode(jsonBody),
+            method: method, path: path, query: query, headers: headers, body: try JSONBody.encode(jsonBody),
             contentType: "application/json", isIdempotent: isIdempotent)
     }
 

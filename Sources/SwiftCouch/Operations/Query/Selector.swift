@@ -140,7 +140,7 @@ public struct Selector: Sendable, Hashable, Codable, CustomStringConvertible, Ex
 
     /// The JSON text, as sent.
     public var description: String {
-        let data = (try? JSONEncoder.couch.encode(self)) ?? Data()
+        let data = (try? JSONBody.encode(self)) ?? Data()
         return String(decoding: data, as: UTF8.self)
     }
 

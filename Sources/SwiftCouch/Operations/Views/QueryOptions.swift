@@ -195,11 +195,11 @@ public struct ViewQueryOptions: Sendable, Hashable {
 enum RowQueryRequest {
     static func body(keys: [JSONValue]?) throws -> Data? {
         guard let keys else { return nil }
-        return try JSONEncoder.couch.encode(["keys": JSONValue.array(keys)])
+        return try JSONBody.encode(["keys": JSONValue.array(keys)])
     }
 
     static func body(queries: [QueryParameters]) throws -> Data {
-        try JSONEncoder.couch.encode(["queries": JSONValue.array(queries.map(\.jsonObject))])
+        try JSONBody.encode(["queries": JSONValue.array(queries.map(\.jsonObject))])
     }
 
     static func validate(queries count: Int) throws(CouchError) {
