@@ -1,8 +1,8 @@
 import struct Foundation.Data
 
 /// Writes HTTP/1.x heads and chunks as bytes. Lines end with CRLF. Header fields are written in
-/// order, as given; a CR or LF inside a name or value is replaced by a space so that a value can
-/// never start a new field.
+/// order, as given; a CR, LF or NUL inside a name or value is replaced by a space so that a value
+/// can never start a new field.
 public enum HTTPSerializer {
     /// `METHOD target HTTP/1.1`, the fields, and the empty line.
     public static func serialize(_ head: HTTPRequestHead) -> Data {
@@ -54,8 +54,9 @@ public enum HTTPSerializer {
     }
 
     static func sanitize(_ s: String) -> String {
-        guard s.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A }) else { return s }
-        return String(s.map { $0 == "\r" || $0 == "\n" || $0 == "\r\n" ? " " : $0 })
+        guard s.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else { return s }
+        // Byte by byte: "\r\n" is one Character but two bytes, and each becomes a space.
+        return String(decoding: s.utf8.map { $0 == 0x0D || $0 == 0x0A || $0 == 0 ? 0x20 : $0 }, as: UTF8.self)
     }
 }
 

@@ -61,20 +61,15 @@ enum RequestHead {
         request.headers.pairs.contains { $0.name.caseInsensitiveEquals("Accept-Encoding") }
     }
 
-    /// The head as bytes: request line, `Host` (unless the request names one), the request's
-    /// fields in order, the framing field, `Accept-Encoding` (unless the request names one) and
-    /// the empty line. CR, LF and NUL inside a name or value become spaces, so that no value can
-    /// start a field of its own.
+    /// The head as bytes, written by `HTTPWire`'s serializer (the one the TestServer uses): request
+    /// line, `Host` (unless the request names one), the request's fields in order, the framing
+    /// field, `Accept-Encoding` (unless the request names one) and the empty line. CR, LF and NUL
+    /// inside a name or value become spaces, so that no value can start a field of its own.
     static func bytes(
         for request: HTTPRequest, target: String, host: String, framing: RequestBodyFraming,
         acceptEncoding: String
     ) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(256 + target.utf8.count + request.headers.pairs.count * 48)
-        append(request.method.rawValue, to: &out)
-        out.append(0x20)
-        append(target, to: &out)
-        out.append(contentsOf: " HTTP/1.1\r\n".utf8)
+        var fields = HTTPHeaders()
         var hasHost = false
         var hasAcceptEncoding = false
         for field in request.headers {
@@ -82,33 +77,15 @@ enum RequestHead {
             if field.name.caseInsensitiveEquals("Host") { hasHost = true }
             if field.name.caseInsensitiveEquals("Accept-Encoding") { hasAcceptEncoding = true }
         }
-        if !hasHost { appendField("Host", host, to: &out) }
-        for field in request.headers where !isFramingField(field.name) {
-            appendField(field.name, field.value, to: &out)
-        }
+        if !hasHost { fields.add("Host", host) }
+        for field in request.headers where !isFramingField(field.name) { fields.add(field.name, field.value) }
         switch framing {
         case .none: break
-        case .contentLength(let length): appendField("Content-Length", String(length), to: &out)
-        case .chunked: appendField("Transfer-Encoding", "chunked", to: &out)
+        case .contentLength(let length): fields.add("Content-Length", String(length))
+        case .chunked: fields.add("Transfer-Encoding", "chunked")
         }
-        if !hasAcceptEncoding { appendField("Accept-Encoding", acceptEncoding, to: &out) }
-        out.append(0x0D)
-        out.append(0x0A)
-        return out
-    }
-
-    private static func appendField(_ name: String, _ value: String, to out: inout [UInt8]) {
-        append(name, to: &out)
-        out.append(0x3A)
-        out.append(0x20)
-        append(value, to: &out)
-        out.append(0x0D)
-        out.append(0x0A)
-    }
-
-    private static func append(_ text: String, to out: inout [UInt8]) {
-        for byte in text.utf8 {
-            out.append(byte == 0x0D || byte == 0x0A || byte == 0 ? 0x20 : byte)
-        }
+        if !hasAcceptEncoding { fields.add("Accept-Encoding", acceptEncoding) }
+        return Array(
+            HTTPSerializer.serialize(HTTPRequestHead(method: request.method.rawValue, target: target, headers: fields)))
     }
 }

@@ -274,7 +274,7 @@ final class SocketConnection: @unchecked Sendable {
                             method: job.request.method.rawValue, path: job.request.path))
                 }
                 if declared == nil {
-                    let last: [UInt8] = Array("0\r\n\r\n".utf8)
+                    let last = HTTPSerializer.lastChunk()
                     if let failed = last.withUnsafeBytes({ ClientSocket.sendAll(fd, [$0]) { _ in } }) {
                         throw writeError(failed, nothingSent: false)
                     }
@@ -284,7 +284,7 @@ final class SocketConnection: @unchecked Sendable {
             let data = UnsafeRawBufferPointer(rebasing: piece[0..<count])
             let failed: Int32?
             if declared == nil {
-                let size = Array((String(count, radix: 16) + "\r\n").utf8)
+                let size = HTTPSerializer.chunkHeader(size: count)
                 let crlf: [UInt8] = [0x0D, 0x0A]
                 failed = size.withUnsafeBytes { sizeBytes in
                     crlf.withUnsafeBytes { ClientSocket.sendAll(fd, [sizeBytes, data, $0]) { _ in } }
