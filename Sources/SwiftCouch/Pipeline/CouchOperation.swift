@@ -111,6 +111,28 @@ extension CouchOperation {
     }
 }
 
+/// An operation that sends another operation's request, changed where it says so: paging
+/// (`KeyPageOperation`, `BookmarkPageOperation`), a continuous feed, a generic request with a
+/// typed answer. The request's parts come from ``wrapped`` unless the wrapper implements them,
+/// so wrappers do not forward each property by hand.
+public protocol WrappingOperation: CouchOperation {
+    /// The operation whose request this one sends.
+    associatedtype Wrapped: CouchOperation
+    /// The wrapped operation as it is to be sent (after any changes the wrapper made in
+    /// `serialise`).
+    var wrapped: Wrapped { get }
+}
+
+extension WrappingOperation {
+    public var endpoint: CouchPath { wrapped.endpoint }
+    public var parameters: [URLQueryItem] { wrapped.parameters }
+    public var method: HTTPMethod { wrapped.method }
+    public var data: Data? { wrapped.data }
+    public var streamedBody: StreamedBody? { wrapped.streamedBody }
+    public var contentType: String? { wrapped.contentType }
+    public var headers: HTTPFields { wrapped.headers }
+}
+
 /// An operation whose repetition is harmless whatever its method: reads sent as `POST`
 /// (`_find`, `_all_docs` with keys, view queries), deletes of whole resources, replication
 /// commands. The session may retry it after a 5xx or a dropped connection (when the retry policy

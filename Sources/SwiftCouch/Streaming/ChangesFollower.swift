@@ -266,7 +266,9 @@ public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequenc
 /// newline-delimited changes, for ``CouchDBClient/rows(_:bufferSize:options:)`` (which streams it with
 /// back-pressure). Every option of the wrapped ``ChangesOperation`` applies; its `feed` is
 /// replaced by `continuous`. Set `heartbeat` so idle connections stay open, or `timeout` to end.
-public struct ContinuousChangesOperation<Document: Decodable & Sendable>: RowStreamingOperation, IdempotentOperation {
+public struct ContinuousChangesOperation<Document: Decodable & Sendable>: RowStreamingOperation, WrappingOperation,
+    IdempotentOperation
+{
     public typealias Response = Data
     public typealias Row = Change<Document>
 
@@ -281,13 +283,11 @@ public struct ContinuousChangesOperation<Document: Decodable & Sendable>: RowStr
 
     public func validate() throws(CouchError) { try base.validate() }
     public mutating func serialise() throws { try base.serialise() }
-    public var endpoint: CouchPath { base.endpoint }
+    /// The feed's options as sent (with `feed=continuous`).
+    public var wrapped: ChangesOperation<Document> { base }
     public var parameters: [URLQueryItem] {
         [URLQueryItem(name: "feed", value: "continuous")] + base.parameters.filter { $0.name != "feed" }
     }
-    public var method: HTTPMethod { base.method }
-    public var data: Data? { base.data }
-    public var contentType: String? { base.contentType }
     public var rowsKey: String? { nil }
     public var isLineDelimited: Bool { true }
 

@@ -67,18 +67,14 @@ public struct GenericOperation: DataOperation {
 }
 
 /// ``GenericOperation`` whose response is decoded as `Response` (``JSONValue`` for any JSON).
-public struct GenericJSONOperation<Response: Decodable & Sendable>: JSONOperation {
+public struct GenericJSONOperation<Response: Decodable & Sendable>: JSONOperation, WrappingOperation {
     /// The request.
     public var request: GenericOperation
 
     public init(_ request: GenericOperation) { self.request = request }
 
+    /// The request, sent as it is.
+    public var wrapped: GenericOperation { request }
     public func validate() throws(CouchError) { try request.validate() }
-    public var endpoint: CouchPath { request.path }
-    public var parameters: [URLQueryItem] { request.query }
-    public var method: HTTPMethod { request.method }
-    public var data: Data? { request.body }
-    public var contentType: String? { request.contentType }
-    public var headers: HTTPFields { request.headers }
     public var isIdempotent: Bool? { request.isIdempotent }
 }

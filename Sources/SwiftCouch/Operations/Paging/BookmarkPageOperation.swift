@@ -52,7 +52,7 @@ public struct BookmarkPage<Row: Sendable>: Sendable {
 ///
 /// A page shorter than `pageSize` is the last one (CouchDB keeps answering with a bookmark, so the
 /// end is told by the count).
-public struct BookmarkPageOperation<Base: BookmarkPagedOperation>: CouchOperation, IdempotentOperation {
+public struct BookmarkPageOperation<Base: BookmarkPagedOperation>: WrappingOperation, IdempotentOperation {
     public typealias Response = BookmarkPage<Base.Row>
 
     /// The query to page through (its own limit and bookmark are replaced).
@@ -82,13 +82,9 @@ public struct BookmarkPageOperation<Base: BookmarkPagedOperation>: CouchOperatio
         self.query = query
     }
 
-    private var prepared: Base { query ?? base }
-    public var endpoint: CouchPath { prepared.endpoint }
-    public var parameters: [URLQueryItem] { prepared.parameters }
-    public var method: HTTPMethod { prepared.method }
-    public var data: Data? { prepared.data }
-    public var contentType: String? { prepared.contentType }
-    public var headers: HTTPFields { prepared.headers }
+    /// The query as sent: the base with this page's range (once serialised).
+    public var wrapped: Base { query ?? base }
+    private var prepared: Base { wrapped }
 
     public func processResponse(data: Data, httpInfo: HTTPInfo) throws -> BookmarkPage<Base.Row> {
         let response = try prepared.processResponse(data: data, httpInfo: httpInfo)

@@ -144,7 +144,7 @@ public struct KeyPage<Row: KeyedRow>: Sendable {
 /// It asks for `pageSize + 1` rows: the extra row, never shown, tells whether another page
 /// follows and where it starts. Backward pages run the query in the opposite direction from the
 /// first row of the current page (skipping it) and reverse the rows.
-public struct KeyPageOperation<Base: KeyPagedOperation>: CouchOperation, IdempotentOperation {
+public struct KeyPageOperation<Base: KeyPagedOperation>: WrappingOperation, IdempotentOperation {
     public typealias Response = KeyPage<Base.Row>
 
     /// The query to page through (its `limit`, `skip` and `keys` must be unset).
@@ -197,13 +197,9 @@ public struct KeyPageOperation<Base: KeyPagedOperation>: CouchOperation, Idempot
         self.query = query
     }
 
-    private var prepared: Base { query ?? base }
-    public var endpoint: CouchPath { prepared.endpoint }
-    public var parameters: [URLQueryItem] { prepared.parameters }
-    public var method: HTTPMethod { prepared.method }
-    public var data: Data? { prepared.data }
-    public var contentType: String? { prepared.contentType }
-    public var headers: HTTPFields { prepared.headers }
+    /// The query as sent: the base with this page's range (once serialised).
+    public var wrapped: Base { query ?? base }
+    private var prepared: Base { wrapped }
 
     public func processResponse(data: Data, httpInfo: HTTPInfo) throws -> KeyPage<Base.Row> {
         let response = try prepared.processResponse(data: data, httpInfo: httpInfo)
