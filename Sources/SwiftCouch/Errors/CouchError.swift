@@ -76,6 +76,14 @@ public struct CouchError: Error, Sendable, CustomStringConvertible, CustomDebugS
     /// The server answered `429 Too Many Requests` (after SwiftCouch's own retries ran out).
     public var isTooManyRequests: Bool { statusCode == 429 }
 
+    /// `error` as a ``CouchError``: itself when it is one, a cancellation for Swift's
+    /// `CancellationError`, otherwise a transport error carrying it.
+    static func wrapping(_ error: any Error) -> CouchError {
+        if let couchError = error as? CouchError { return couchError }
+        if error is CancellationError { return .cancelled() }
+        return CouchError(kind: .transport, message: "\(error)", underlying: error)
+    }
+
     /// Creates an error. Prefer the static factories.
     public init(
         kind: Kind, message: String, statusCode: Int? = nil, error: String? = nil, reason: String? = nil,

@@ -54,7 +54,7 @@ public protocol CouchOperation: Sendable {
     /// Checks the inputs. Throw ``CouchError/validation(_:)`` with a message that says what is wrong.
     func validate() throws(CouchError)
 
-    /// Builds the request body, once, before ``data`` is read. Defaults to doing nothing.
+    /// Builds the request body, once, before ``CouchOperation/data`` is read. Defaults to doing nothing.
     mutating func serialise() throws
 
     /// The path, as unencoded segments (percent-encoded when the URL is built).

@@ -27,8 +27,14 @@ public struct PageSequence<Page: Sendable>: AsyncSequence, Sendable {
     public struct Iterator: AsyncIteratorProtocol {
         let prefetcher: Prefetcher
 
+        /// The next page, nil after the last. Every error thrown is a ``CouchError`` (see
+        /// ``CouchRowStream/Iterator/next()`` for why it is not declared so).
         public mutating func next() async throws -> Page? {
-            try await prefetcher.next()
+            do {
+                return try await prefetcher.next()
+            } catch {
+                throw CouchError.wrapping(error)
+            }
         }
     }
 

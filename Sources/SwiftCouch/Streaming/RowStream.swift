@@ -102,8 +102,16 @@ public final class CouchRowStream<Row: Decodable & Sendable>: AsyncSequence, Sen
     public struct Iterator: AsyncIteratorProtocol {
         let owner: IterationOwner<Row>
 
+        /// The next row, nil at the end. Every error thrown is a ``CouchError`` (an error status, a
+        /// row that does not decode, a broken transfer, a cancellation). The method is not declared
+        /// `throws(CouchError)`: Swift 6.3's compiler crashes on some `catch` patterns around typed
+        /// async sequences.
         public mutating func next() async throws -> Row? {
-            try await owner.state.next()
+            do {
+                return try await owner.state.next()
+            } catch {
+                throw CouchError.wrapping(error)
+            }
         }
     }
 }

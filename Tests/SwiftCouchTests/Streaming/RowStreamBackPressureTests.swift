@@ -170,3 +170,34 @@ struct RowDecodingErrorTests {
         }
     }
 }
+
+@Suite("Streams and pages throw CouchError")
+struct StreamErrorTypeTests {
+    @Test("pages() and rows(): an error status and a cancellation arrive as CouchError")
+    func everyErrorIsACouchError() async throws {
+        let transport = SimulatedTransport(responses: [
+            .json(404, #"{"error":"not_found","reason":"Database does not exist."}"#),
+            .json(200, #"{"total_rows":0,"offset":0,"rows":[]}"#, delay: 5),
+        ])
+        let client = Simulation.client(transport: transport)
+        defer { client.shutdown() }
+        do {
+            for try await _ in client.pages(AllDocsOperation<JSONValue>(database: "db"), pageSize: 5) {}
+            Issue.record("a 404 should fail the paging")
+        } catch {
+            #expect((error as? CouchError)?.isNotFound == true, "\(error)")
+        }
+        let task = Task { () -> (any Error)? in
+            do {
+                for try await _ in client.pages(AllDocsOperation<JSONValue>(database: "db"), pageSize: 5) {}
+                return nil
+            } catch {
+                return error
+            }
+        }
+        try await Task.sleep(nanoseconds: 100_000_000)
+        task.cancel()
+        let error = await task.value
+        #expect((error as? CouchError)?.kind == .cancelled, "\(String(describing: error))")
+    }
+}
