@@ -4,9 +4,6 @@ import Foundation
 enum Redaction {
     static let placeholder = "<redacted>"
 
-    /// Header names whose values are always secret.
-    static let secretHeaders: Set<String> = ["authorization", "cookie", "set-cookie", "proxy-authorization"]
-
     /// JSON members whose values are always secret.
     static let secretFields = [
         "password", "password_sha", "derived_key", "salt", "apikey", "api_key", "token", "access_token",
@@ -15,7 +12,7 @@ enum Redaction {
 
     /// The value to show for header `name`.
     static func headerValue(name: String, value: String) -> String {
-        secretHeaders.contains(name.lowercased()) ? placeholder : value
+        HTTPFields.displayValue(name: name, value: value)
     }
 
     /// Redacts `"password":"…"`-style members and `user:password@` in URLs from free text.

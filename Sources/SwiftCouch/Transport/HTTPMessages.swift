@@ -1,4 +1,5 @@
 import Foundation
+@_exported import struct HTTPWire.HTTPHeaders
 
 /// An HTTP method, including CouchDB's `COPY`.
 public struct HTTPMethod: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
@@ -15,74 +16,11 @@ public struct HTTPMethod: RawRepresentable, Hashable, Sendable, CustomStringConv
     public var description: String { rawValue }
 }
 
-/// HTTP header fields with case-insensitive look-up, kept in the order they were set.
-///
-/// Its description and mirror (what `dump` and debuggers show) hide the values of `Authorization`,
-/// `Cookie`, `Set-Cookie` and `Proxy-Authorization`.
-public struct HTTPFields: Sendable, Hashable, Sequence, ExpressibleByDictionaryLiteral, CustomStringConvertible,
-    CustomReflectable
-{
-    /// The fields as name/value pairs, in order.
-    public private(set) var pairs: [Pair]
-
-    /// One header field.
-    public struct Pair: Sendable, Hashable {
-        public var name: String
-        public var value: String
-    }
-
-    public init() { pairs = [] }
-
-    public var customMirror: Mirror {
-        Mirror(
-            self,
-            children: pairs.map {
-                (label: $0.name, value: Redaction.headerValue(name: $0.name, value: $0.value) as Any)
-            },
-            displayStyle: .dictionary)
-    }
-
-    public init(dictionaryLiteral elements: (String, String)...) {
-        pairs = elements.map { Pair(name: $0.0, value: $0.1) }
-    }
-
-    /// The first value of `name`, compared case-insensitively; setting replaces every value.
-    public subscript(name: String) -> String? {
-        get { pairs.first { $0.name.lowercased() == name.lowercased() }?.value }
-        set {
-            let lower = name.lowercased()
-            guard let newValue else {
-                pairs.removeAll { $0.name.lowercased() == lower }
-                return
-            }
-            guard let index = pairs.firstIndex(where: { $0.name.lowercased() == lower }) else {
-                pairs.append(Pair(name: name, value: newValue))
-                return
-            }
-            pairs[index].value = newValue
-            pairs = pairs.enumerated().filter { $0.offset <= index || $0.element.name.lowercased() != lower }
-                .map(\.element)
-        }
-    }
-
-    /// Every value of `name`, in order.
-    public func values(_ name: String) -> [String] {
-        pairs.filter { $0.name.lowercased() == name.lowercased() }.map(\.value)
-    }
-
-    /// Adds a field without removing others of the same name.
-    public mutating func append(_ name: String, _ value: String) {
-        pairs.append(Pair(name: name, value: value))
-    }
-
-    public func makeIterator() -> IndexingIterator<[Pair]> { pairs.makeIterator() }
-
-    /// The fields with secret values (`Authorization`, `Cookie`, `Set-Cookie`) replaced by `<redacted>`.
-    public var description: String {
-        pairs.map { "\($0.name): \(Redaction.headerValue(name: $0.name, value: $0.value))" }
-            .joined(separator: ", ")
-    }
-}
+/// The request and response header fields: an ordered list with case-insensitive look-up, whose
+/// description and mirror hide the values of `Authorization`, `Cookie`, `Set-Cookie` and
+/// `Proxy-Authorization`. The one header type of the package: the client, its transports and the
+/// TestServer all use it (it is `HTTPWire`'s `HTTPHeaders`).
+public typealias HTTPFields = HTTPHeaders
 
 /// A fully built request, as the session hands it to a ``Transport``.
 public struct HTTPRequest: Sendable, CustomStringConvertible {

@@ -69,7 +69,7 @@ enum RequestHead {
         for request: HTTPRequest, target: String, host: String, framing: RequestBodyFraming,
         acceptEncoding: String
     ) -> [UInt8] {
-        var fields = HTTPHeaders()
+        var fields = HTTPFields()
         var hasHost = false
         var hasAcceptEncoding = false
         for field in request.headers {

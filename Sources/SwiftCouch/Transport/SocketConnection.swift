@@ -426,11 +426,7 @@ final class SocketConnection: @unchecked Sendable {
         }
     }
 
-    static func fields(_ head: HTTPResponseHead) -> HTTPFields {
-        var fields = HTTPFields()
-        for field in head.headers { fields.append(field.name, field.value) }
-        return fields
-    }
+    static func fields(_ head: HTTPResponseHead) -> HTTPFields { head.headers }
 }
 
 /// The request body as the connection writes it: a file is reopened for every attempt, a
