@@ -340,6 +340,7 @@ struct SmallDocument: Codable, Sendable {
     var rating = 4.5
     var available = true
     var label = "Reprise Records"
+    var country = "Canada"
 
     init(_id: String? = nil, n: Int, text: String) {
         self._id = _id
@@ -352,7 +353,7 @@ struct SmallDocument: Codable, Sendable {
         let id = _id.map { #""_id":"\#($0)","# } ?? ""
         return #"{\#(id)"n":\#(n),"text":"\#(text)","artist":"\#(artist)","album":"\#(album)","year":\#(year),"#
             + #""tags":["folk","singer-songwriter","1970s"],"rating":\#(rating),"available":\#(available),"#
-            + #""label":"\#(label)"}"#
+            + #""label":"\#(label)","country":"\#(country)"}"#
     }
 }
 
