@@ -5,6 +5,7 @@
 //     swift run -c release SwiftCouchBenchmarks --quick    # reduced size (CI)
 //     swift run -c release SwiftCouchBenchmarks --repeats 5   # medians of 5 (default 3; quick 1)
 //     swift run -c release SwiftCouchBenchmarks --only _all_docs   # the rows whose name contains it
+//     swift run -c release SwiftCouchBenchmarks --only PUT --transport sockets --no-baseline   # profiling
 //     swift run -c release SwiftCouchBenchmarks --urlsession-study   # ways of driving URLSession
 //
 // Against a TestServer started in a child process (so the client's CPU and memory are measured
@@ -74,11 +75,18 @@ print(
 
 /// `--only <text>`: just the rows whose name contains the text (for profiling one workload).
 let only = arguments.firstIndex(of: "--only").flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
+/// `--transport <name>`: just that transport's library rows (`sockets` or `URLSession`), for profiling.
+let onlyTransport = arguments.firstIndex(of: "--transport").flatMap {
+    $0 + 1 < arguments.count ? arguments[$0 + 1].lowercased() : nil
+}
+/// `--no-baseline`: skip the plain-Foundation rows (profiling only: the ratios need them).
+let skipBaseline = arguments.contains("--no-baseline")
 
 for workload in Workload.all(sizes: sizes) where only.map({ workload.name.contains($0) }) ?? true {
     for _ in 0..<sizes.repeats {
         // The library runs first, so its peak memory is not inflated by what the baseline left behind.
-        for (transportName, makeTransport) in transports {
+        for (transportName, makeTransport) in transports
+        where onlyTransport.map({ transportName.lowercased() == $0 }) ?? true {
             var configuration = Configuration()
             configuration.transport = makeTransport()
             configuration.maximumConcurrentOperations = 16
@@ -94,6 +102,7 @@ for workload in Workload.all(sizes: sizes) where only.map({ workload.name.contai
             }
             client.shutdown()
         }
+        if skipBaseline { continue }
         do {
             report.add(baseline: try await workload.measurePlain(plain), workload: workload)
         } catch {

@@ -16,8 +16,10 @@ extension CouchDBClient {
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation {
                 (continuation: CheckedContinuation<Result<CouchResponse<Op.Response>, CouchError>, Never>) in
+                // No callback queue: the continuation is resumed where the task completes, and
+                // hops to this task's executor from there.
                 let task = makeTask(
-                    building: { operation }, callbackQueue: callbackQueue, options: options,
+                    building: { operation }, callbackQueue: nil, options: options,
                     completion: { result in continuation.resume(returning: result) })
                 box.withLock { $0 = task }
                 if Task.isCancelled { task.cancel() }

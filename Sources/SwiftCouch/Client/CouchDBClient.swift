@@ -80,7 +80,7 @@ public final class CouchDBClient: Sendable {
 
     /// The one place tasks are made.
     func makeTask<Op: CouchOperation>(
-        building builder: @escaping @Sendable () throws -> Op, callbackQueue: DispatchQueue,
+        building builder: @escaping @Sendable () throws -> Op, callbackQueue: DispatchQueue?,
         options: CallOptions = CallOptions(), completion: @escaping CouchOperationTask<Op>.Completion
     ) -> CouchOperationTask<Op> {
         CouchOperationTask(
@@ -119,7 +119,7 @@ public final class CouchDBClient: Sendable {
         let box = Locked<Result<CouchResponse<Op.Response>, CouchError>?>(nil)
         let done = DispatchSemaphore(value: 0)
         let task = makeTask(
-            building: { operation }, callbackQueue: .global(),
+            building: { operation }, callbackQueue: nil,
             completion: { result in
                 box.withLock { $0 = result }
                 done.signal()

@@ -26,13 +26,15 @@ public final class CouchOperationTask<Operation: CouchOperation>: Foundation.Ope
     private let state = Locked(State())
     private let makeOperation: @Sendable () throws -> Operation
     private let session: InterceptableSession
-    private let callbackQueue: DispatchQueue
+    /// Where the completion handler runs; nil: on the thread that completes the task (the async
+    /// API, whose continuation hops to the caller's executor anyway — one thread hand-off fewer).
+    private let callbackQueue: DispatchQueue?
     private let completion: Completion
     private let options: CallOptions
 
     init(
         makeOperation: @escaping @Sendable () throws -> Operation, session: InterceptableSession,
-        callbackQueue: DispatchQueue, options: CallOptions = CallOptions(), completion: @escaping Completion
+        callbackQueue: DispatchQueue?, options: CallOptions = CallOptions(), completion: @escaping Completion
     ) {
         self.makeOperation = makeOperation
         self.options = options
@@ -102,7 +104,8 @@ public final class CouchOperationTask<Operation: CouchOperation>: Foundation.Ope
         // 4. the session; 5. processResponse
         let ready = operation
         let dateCoding = session.configuration.dateCoding
-        let handle = session.send(request, isIdempotent: prepared.isIdempotent) { [weak self] result in
+        let handle = session.send(request, isIdempotent: prepared.isIdempotent, fromPipeline: true) {
+            [weak self] result in
             guard let self else { return }
             switch result {
             case .failure(let error):
@@ -153,6 +156,11 @@ public final class CouchOperationTask<Operation: CouchOperation>: Foundation.Ope
             return true
         }
         let completion = self.completion
+        guard let callbackQueue else {
+            if claimed { completion(result) }
+            after?()
+            return
+        }
         callbackQueue.async {
             if claimed { completion(result) }
             after?()

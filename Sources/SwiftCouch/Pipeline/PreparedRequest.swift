@@ -14,13 +14,13 @@ struct PreparedRequest: Sendable {
         preparing operation: inout Op, for session: InterceptableSession, options: CallOptions = CallOptions()
     ) throws(CouchError) {
         try self.init(
-            preparing: &operation, baseURL: session.baseURL, timeout: session.configuration.requestTimeout,
+            preparing: &operation, base: session.serverBase, timeout: session.configuration.requestTimeout,
             gzipThreshold: session.configuration.gzipRequestBodiesOfAtLeast, options: options,
             dateCoding: session.configuration.dateCoding)
     }
 
     init<Op: CouchOperation>(
-        preparing operation: inout Op, baseURL: URL, timeout: TimeInterval, gzipThreshold: Int? = nil,
+        preparing operation: inout Op, base: ServerBase, timeout: TimeInterval, gzipThreshold: Int? = nil,
         options: CallOptions = CallOptions(), dateCoding: DateCoding = .iso8601
     ) throws(CouchError) {
         // 1. validate
@@ -56,15 +56,16 @@ struct PreparedRequest: Sendable {
         // Whatever the operation: no `.`/`..` segment, no header that could inject another.
         for segment in endpoint.segments { try CouchValidation.validatePathSegment(segment, what: "Path segment") }
         for field in headers { try CouchValidation.validateHeader(name: field.name, value: field.value) }
-        let url = try Self.url(base: baseURL, path: endpoint, parameters: parameters)
+        let (url, target) = try Self.url(base: base, path: endpoint, parameters: parameters)
         if let callTimeout = options.timeout, !(callTimeout > 0) {
             throw CouchError.validation("A call's timeout must be more than 0 seconds, not \(callTimeout).")
         }
         var request = HTTPRequest(
             method: method, url: url, headers: headers, body: body, streamedBody: streamedBody,
             timeout: options.timeout ?? timeout)
+        request.encodedTarget = target
         request.retryPolicy = options.retryPolicy
-        request.operationName = String(describing: Op.self)
+        request.operationType = Op.self
         self.request = request
         isIdempotent =
             operation.isIdempotent
@@ -73,26 +74,56 @@ struct PreparedRequest: Sendable {
 
     /// Builds the URL from the base, the encoded path segments and the encoded query.
     static func url(base: URL, path: CouchPath, parameters: [URLQueryItem]) throws(CouchError) -> URL {
-        guard var components = URLComponents(url: base, resolvingAgainstBaseURL: false) else {
-            throw CouchError.validation("The server URL \(base) is not a valid URL.")
-        }
-        components.user = nil
-        components.password = nil
-        let basePath =
-            components.percentEncodedPath.hasSuffix("/")
-            ? String(components.percentEncodedPath.dropLast()) : components.percentEncodedPath
-        components.percentEncodedPath = basePath + path.encoded
-        if parameters.isEmpty {
-            components.percentEncodedQuery = nil
-        } else {
-            components.percentEncodedQuery = parameters.map {
-                PercentEncoding.encode($0.name) + "=" + PercentEncoding.encode($0.value ?? "")
-            }.joined(separator: "&")
-        }
-        guard let url = components.url else {
-            throw CouchError.validation("Could not build a URL for \(path).")
-        }
-        return url
+        try url(base: ServerBase(base), path: path, parameters: parameters).url
     }
 
+    /// Builds the URL from the base, the encoded path segments and the encoded query; with the
+    /// encoded path (the base's included) and query it was built from.
+    static func url(
+        base: ServerBase, path: CouchPath, parameters: [URLQueryItem]
+    ) throws(CouchError) -> (url: URL, target: (path: String, query: String?)) {
+        guard let origin = base.origin else {
+            throw CouchError.validation("The server URL \(base.url) is not a valid URL.")
+        }
+        let fullPath = base.basePath + path.encoded
+        var query: String?
+        if !parameters.isEmpty {
+            var text = ""
+            for (position, item) in parameters.enumerated() {
+                if position > 0 { text += "&" }
+                text += PercentEncoding.encode(item.name)
+                text += "="
+                text += PercentEncoding.encode(item.value ?? "")
+            }
+            query = text
+        }
+        // Every piece is percent-encoded already, so the text is a valid URL as it stands.
+        guard let url = URL(string: origin + fullPath + (query.map { "?" + $0 } ?? "")) else {
+            throw CouchError.validation("Could not build a URL for \(path).")
+        }
+        return (url, (fullPath, query))
+    }
+}
+
+/// The server's URL, split once into what every request's URL starts with.
+struct ServerBase: Sendable {
+    /// The URL as given.
+    let url: URL
+    /// `scheme://host:port`, without user information; nil when the URL cannot be taken apart.
+    let origin: String?
+    /// The base path, percent-encoded, without a trailing `/`: `""`, or `/couchdb` behind a proxy.
+    let basePath: String
+
+    init(_ url: URL) {
+        self.url = url
+        var components = URLComponents(url: url, resolvingAgainstBaseURL: false)
+        components?.user = nil
+        components?.password = nil
+        components?.percentEncodedQuery = nil
+        components?.fragment = nil
+        let path = components?.percentEncodedPath ?? ""
+        basePath = path.hasSuffix("/") ? String(path.dropLast()) : path
+        components?.percentEncodedPath = ""
+        origin = components?.string
+    }
 }

@@ -85,10 +85,12 @@ extension InterceptableSession {
     func dispatch(_ attempt: Attempt, request: HTTPRequest, generation: Int?) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard attempt.handle.beginTransmission() else { return }
-        let event = attempt.event()
+        if !configuration.monitors.isEmpty {
+            let event = attempt.event()
+            for monitor in configuration.monitors { monitor.requestStarted(event) }
+        }
         attempt.transmissions += 1
         transcript?.log(request: request)
-        for monitor in configuration.monitors { monitor.requestStarted(event) }
         attempt.startedAt = DispatchTime.now().uptimeNanoseconds
         let started = Date()
         if let receiver = attempt.streamReceiver {
@@ -99,8 +101,17 @@ extension InterceptableSession {
             return
         }
         let inFlight = transport.send(request) { [self] result in
-            queue.async {
+            let work: @Sendable () -> Void = {
                 self.received(result, attempt: attempt, request: request, generation: generation, started: started)
+            }
+            // On a socket connection's thread (SwiftCouch's own, holding no one else's lock) the
+            // session's state is updated right there, and the operation's completion
+            // (processResponse) runs there too, outside the queue: no hop. Any other transport's
+            // thread (URLSession's delegate queue) only queues the work, as it always did.
+            if ThreadRole.isConnectionThread {
+                enterQueue(work)
+            } else {
+                queue.async(execute: work)
             }
         }
         attempt.handle.track(inFlight: inFlight)
@@ -132,7 +143,7 @@ extension InterceptableSession {
             }
             var failure = transportError(error, request: request)
             failure.isOutcomeUnknown = attempt.handle.hadUncertainAttempt
-            attempt.handle.finish(.failure(failure))
+            complete(attempt.handle, .failure(failure))
         case .success(let response):
             transcript?.log(response: response, for: request, elapsed: Date().timeIntervalSince(started))
             // A `_session` call made by an operation (logging in as someone else, logging out)
@@ -163,6 +174,8 @@ extension InterceptableSession {
     /// Tells the monitors and the log how an attempt ended.
     func report(_ result: Result<HTTPResponse, any Error>, attempt: Attempt, duration: TimeInterval) {
         dispatchPrecondition(condition: .onQueue(queue))
+        // Nothing to tell: nothing to build (this runs for every response).
+        guard !configuration.monitors.isEmpty || configuration.logHandler != nil else { return }
         let event = attempt.sentEvent()
         var metadata = event.metadata
         metadata["duration"] = String(format: "%.6f", duration)
@@ -200,7 +213,8 @@ extension InterceptableSession {
         dispatchPrecondition(condition: .onQueue(queue))
         if (300...399).contains(response.statusCode), response.statusCode != 304 {
             // Never followed: it could carry credentials to another origin, or replay a write elsewhere.
-            attempt.handle.finish(
+            complete(
+                attempt.handle,
                 .failure(
                     .redirect(
                         status: response.statusCode, location: response.headers["Location"],
@@ -225,10 +239,10 @@ extension InterceptableSession {
             conflict.message +=
                 " An earlier attempt of this request was sent and its answer lost, so the conflict may be"
                 + " with this write itself: read the document to know whether it was carried out."
-            attempt.handle.finish(.failure(conflict))
+            complete(attempt.handle, .failure(conflict))
             return
         }
-        attempt.handle.finish(.success(response))
+        complete(attempt.handle, .success(response))
     }
 
     /// A request whose rejection (401) waits for the check of its cookie.

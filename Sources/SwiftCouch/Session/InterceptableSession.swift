@@ -20,11 +20,20 @@ public final class InterceptableSession: @unchecked Sendable {
 
     /// The server URL, without credentials.
     public let baseURL: URL
+    /// The base URL taken apart once, for building every request's URL.
+    let serverBase: ServerBase
     let scheme: Scheme
     /// The client's configuration.
     let configuration: Configuration
     let transport: any Transport
     let queue = DispatchQueue(label: "SwiftCouch.InterceptableSession")
+    /// Marks every session's queue, so that a thread already on one never waits for another
+    /// (``enterQueue(_:)`` then falls back to `async`: no cycle of sessions waiting for each other).
+    static let queueKey = DispatchSpecificKey<Bool>()
+    /// While ``enterQueue(_:)`` runs work on the caller's thread: completions are collected here
+    /// (queue-owned) and called after the work has left the queue.
+    var deferredCompletions: [(RequestHandle, Result<HTTPResponse, CouchError>)] = []
+    var deferringCompletions = false
     let transcript: TranscriptLogger?
     var sessionState = AuthSessionState()
     /// The requests in flight, for `shutdown()`.
@@ -89,6 +98,7 @@ public final class InterceptableSession: @unchecked Sendable {
     ///   - configuration: timeouts, retry policy, authentication mode, logging, transport.
     public init(baseURL: URL, credentials: Credentials?, configuration: Configuration) {
         self.baseURL = baseURL
+        self.serverBase = ServerBase(baseURL)
         self.scheme = Scheme(mode: configuration.authentication, credentials: credentials)
         self.configuration = configuration
         self.transport =
@@ -98,6 +108,38 @@ public final class InterceptableSession: @unchecked Sendable {
             transcript = TranscriptLogger(handler: handler, bodyLimit: configuration.transcriptBodyLimit)
         } else {
             transcript = nil
+        }
+        queue.setSpecific(key: Self.queueKey, value: true)
+    }
+
+    /// Runs `work` on the session's queue from the calling thread, as under a lock — no hand-off
+    /// to another thread and back — then calls, on this thread and outside the queue, the
+    /// completions `work` produced through ``complete(_:_:)``: decoding a response never holds
+    /// the session queue. On a session queue already (a monitor or log handler sending a request),
+    /// the work is queued with `async` instead, as it always may be.
+    func enterQueue(_ work: @escaping @Sendable () -> Void) {
+        if DispatchQueue.getSpecific(key: Self.queueKey) != nil {
+            queue.async(execute: work)
+            return
+        }
+        let ready = queue.sync { () -> [(RequestHandle, Result<HTTPResponse, CouchError>)] in
+            deferringCompletions = true
+            work()
+            deferringCompletions = false
+            defer { deferredCompletions = [] }
+            return deferredCompletions
+        }
+        for (handle, result) in ready { handle.finish(result) }
+    }
+
+    /// Ends a request from the session queue: at once, or — inside ``enterQueue(_:)`` — once the
+    /// work has left the queue.
+    func complete(_ handle: RequestHandle, _ result: Result<HTTPResponse, CouchError>) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        if deferringCompletions {
+            deferredCompletions.append((handle, result))
+        } else {
+            handle.finish(result)
         }
     }
 
@@ -113,6 +155,16 @@ public final class InterceptableSession: @unchecked Sendable {
         _ request: HTTPRequest, isIdempotent: Bool,
         completion: @escaping @Sendable (Result<HTTPResponse, CouchError>) -> Void
     ) -> RequestHandle {
+        send(request, isIdempotent: isIdempotent, fromPipeline: false, completion: completion)
+    }
+
+    /// ``send(_:isIdempotent:completion:)``; `fromPipeline` when the caller is SwiftCouch's own
+    /// pipeline (a task's thread, holding no lock of anyone else's), which then runs the session's
+    /// part on its own thread instead of handing it to the session queue's thread.
+    func send(
+        _ request: HTTPRequest, isIdempotent: Bool, fromPipeline: Bool,
+        completion: @escaping @Sendable (Result<HTTPResponse, CouchError>) -> Void
+    ) -> RequestHandle {
         var request = request
         if request.maximumResponseBodySize == nil {
             request.maximumResponseBodySize = configuration.maximumResponseBodySize
@@ -126,7 +178,11 @@ public final class InterceptableSession: @unchecked Sendable {
         let attempt = Attempt(
             request: request, isIdempotent: isIdempotent, policy: request.retryPolicy ?? configuration.retryPolicy,
             handle: handle)
-        queue.async { self.authorize(attempt) }
+        if fromPipeline {
+            enterQueue { self.authorize(attempt) }
+        } else {
+            queue.async { self.authorize(attempt) }
+        }
         return handle
     }
 

@@ -61,7 +61,9 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     private let client: CouchDBClient
     private let database: String
     private let options: Options
+    /// Documents waiting for the next batch, their encoded bodies one after another in `pendingBytes`.
     private var pending: [Item] = []
+    private var pendingBytes: [UInt8] = []
     private var count = 0
     private var inFlight = 0
     private var slotWaiters: [CheckedContinuation<Void, Never>] = []
@@ -69,15 +71,49 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     private var batches: [Task<Void, Never>] = []
     private var finished = false
 
-    /// One document on its way: its encoded body (with its `_id`), and what resending needs.
+    /// One document on its way: where its encoded body (with its `_id`) is in its batch's bytes,
+    /// and what resending needs.
     struct Item: Sendable {
         var index: Int
         var id: String
         /// The `_rev` it was sent with (the parent of the revision it makes).
         var parentRevision: String?
-        var body: Data
+        /// The document's JSON in the batch's bytes.
+        var range: Range<Int>
         /// Sent before without a known outcome: a conflict may be with this write itself.
         var resent = false
+    }
+
+    /// Documents sent together: their bodies one after another in one buffer (encoded once, never
+    /// copied per document), and the items that say where each is.
+    struct Batch: Sendable {
+        var bytes: [UInt8]
+        var items: [Item]
+
+        /// A batch of some of these items (a resend, a half), with their bodies copied over.
+        func subset(_ chosen: some Sequence<Item>) -> Batch {
+            var subset = Batch(bytes: [], items: [])
+            for var item in chosen {
+                let start = subset.bytes.count
+                subset.bytes.append(contentsOf: bytes[item.range])
+                item.range = start..<subset.bytes.count
+                subset.items.append(item)
+            }
+            return subset
+        }
+
+        /// The `_bulk_docs` request body.
+        var requestBody: Data {
+            var body = Data()
+            body.reserveCapacity(bytes.count + items.count + 12)
+            body.append(contentsOf: #"{"docs":["#.utf8)
+            for (position, item) in items.enumerated() {
+                if position > 0 { body.append(UInt8(ascii: ",")) }
+                body.append(contentsOf: bytes[item.range])
+            }
+            body.append(contentsOf: "]}".utf8)
+            return body
+        }
     }
 
     /// Creates a writer for `database`.
@@ -100,13 +136,10 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         let index = count
         count += 1
         // Dates are written as the client's configuration says (outside the pipeline here).
-        let prepared = DateCoding.with(client.configuration.dateCoding) {
-            Self.prepare(document, index: index, makeID: options.makeID)
+        let refusal = DateCoding.with(client.configuration.dateCoding) {
+            Self.prepare(document, index: index, makeID: options.makeID, into: &pendingBytes, items: &pending)
         }
-        switch prepared {
-        case .success(let item): pending.append(item)
-        case .failure(let refusal): results[index] = .failure(refusal)
-        }
+        if let refusal { results[index] = .failure(refusal) }
         if pending.count >= options.batchSize { await sendPending() }
     }
 
@@ -132,38 +165,39 @@ public actor BulkWriter<Document: Encodable & Sendable> {
 
     // MARK: - Preparing documents
 
-    private struct Meta: Decodable {
-        var _id: String?
-        var _rev: String?
-    }
-
-    /// Encodes `document`, gives it an `_id` when it has none, and refuses what CouchDB would
-    /// refuse for the whole request.
-    static func prepare(_ document: Document, index: Int, makeID: () -> String) -> Result<Item, DocumentError> {
-        var body: Data
+    /// Encodes `document` at the end of `bytes` and records it in `items`, giving it an `_id` when
+    /// it has none; or refuses what CouchDB would refuse for the whole request (nothing is kept).
+    static func prepare(
+        _ document: Document, index: Int, makeID: () -> String, into bytes: inout [UInt8], items: inout [Item]
+    ) -> DocumentError? {
+        let body: Data
         do {
             body = try JSONBody.document(document)
         } catch {
             let message = (error as? CouchError)?.message ?? "\(error)"
-            return .failure(DocumentError(id: nil, rev: nil, error: "bad_request", reason: message))
+            return DocumentError(id: nil, rev: nil, error: "bad_request", reason: message)
         }
-        guard let meta = try? JSONDecoder().decode(Meta.self, from: body) else {
-            return .failure(
-                DocumentError(id: nil, rev: nil, error: "bad_request", reason: "_id and _rev must be strings."))
+        // `_id` and `_rev` are read from the encoded bytes (no second decode of the document).
+        guard let meta = TopLevelStrings.find(["_id", "_rev"], in: body) else {
+            return DocumentError(id: nil, rev: nil, error: "bad_request", reason: "_id and _rev must be strings.")
         }
-        guard let id = meta._id else {
+        let start = bytes.count
+        guard let id = meta[0] else {
             let id = makeID()
             let empty = body.dropFirst().first { !(" \n\r\t".utf8.contains($0)) } == UInt8(ascii: "}")
-            var withID = Data("{\"_id\":".utf8)
-            withID.append(Data(JSONBody.stringLiteral(id).utf8))
-            if !empty { withID.append(UInt8(ascii: ",")) }
-            withID.append(body.dropFirst())
-            return .success(Item(index: index, id: id, parentRevision: meta._rev, body: withID))
+            bytes.append(contentsOf: #"{"_id":"#.utf8)
+            bytes.append(contentsOf: JSONBody.stringLiteral(id).utf8)
+            if !empty { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(contentsOf: body.dropFirst())
+            items.append(Item(index: index, id: id, parentRevision: meta[1], range: start..<bytes.count))
+            return nil
         }
         if let refusal = refusal(ofID: id) {
-            return .failure(DocumentError(id: id, rev: nil, error: "illegal_docid", reason: refusal))
+            return DocumentError(id: id, rev: nil, error: "illegal_docid", reason: refusal)
         }
-        return .success(Item(index: index, id: id, parentRevision: meta._rev, body: body))
+        bytes.append(contentsOf: body)
+        items.append(Item(index: index, id: id, parentRevision: meta[1], range: start..<bytes.count))
+        return nil
     }
 
     /// Why CouchDB refuses `id` in `_bulk_docs` (failing the whole request), or nil.
@@ -182,8 +216,10 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         while inFlight >= options.maximumBatchesInFlight {
             await withCheckedContinuation { slotWaiters.append($0) }
         }
-        let batch = pending
+        let batch = Batch(bytes: pendingBytes, items: pending)
         pending = []
+        pendingBytes = []
+        pendingBytes.reserveCapacity(batch.bytes.count)
         inFlight += 1
         batches.append(
             Task {
@@ -199,10 +235,10 @@ public actor BulkWriter<Document: Encodable & Sendable> {
 
     /// Writes `batch`, resending what is worth resending, and splitting it when the server
     /// rejects it as a whole.
-    private func write(_ batch: [Item]) async {
+    private func write(_ batch: Batch) async {
         var remaining = batch
         var attempt = 0
-        while !remaining.isEmpty {
+        while !remaining.items.isEmpty {
             let rows: [BulkWriteResult]
             do {
                 rows = try await send(remaining)
@@ -214,12 +250,12 @@ public actor BulkWriter<Document: Encodable & Sendable> {
                 if error.isOutcomeUnknown, attempt < options.rowRetries {
                     // The batch may have been written: every document has an `_id`, so sending it
                     // again cannot duplicate anything, and conflicts are checked.
-                    for index in remaining.indices { remaining[index].resent = true }
+                    for index in remaining.items.indices { remaining.items[index].resent = true }
                     attempt += 1
                     await backOff(attempt)
                     continue
                 }
-                for item in remaining {
+                for item in remaining.items {
                     results[item.index] = .failure(
                         DocumentError(id: item.id, rev: nil, error: "request_failed", reason: error.description))
                 }
@@ -227,7 +263,7 @@ public actor BulkWriter<Document: Encodable & Sendable> {
             }
             var retry: [Item] = []
             var conflicted: [(Item, BulkWriteResult)] = []
-            for (position, item) in remaining.enumerated() {
+            for (position, item) in remaining.items.enumerated() {
                 guard position < rows.count else {
                     results[item.index] = .failure(
                         DocumentError(
@@ -246,29 +282,24 @@ public actor BulkWriter<Document: Encodable & Sendable> {
                 }
             }
             for (item, row) in conflicted {
-                results[item.index] = await confirmedWrite(of: item) ?? row
+                results[item.index] = await confirmedWrite(of: item, body: Data(remaining.bytes[item.range])) ?? row
             }
-            remaining = retry
+            remaining = remaining.subset(retry)
             attempt += 1
-            if !remaining.isEmpty { await backOff(attempt) }
+            if !remaining.items.isEmpty { await backOff(attempt) }
         }
     }
 
-    private func send(_ items: [Item]) async throws(CouchError) -> [BulkWriteResult] {
-        var body = Data("{\"docs\":[".utf8)
-        for (position, item) in items.enumerated() {
-            if position > 0 { body.append(UInt8(ascii: ",")) }
-            body.append(item.body)
-        }
-        body.append(contentsOf: "]}".utf8)
+    private func send(_ batch: Batch) async throws(CouchError) -> [BulkWriteResult] {
         let request = GenericOperation(
-            method: .post, path: CouchPath(database, "_bulk_docs"), body: body, isIdempotent: false)
+            method: .post, path: CouchPath(database, "_bulk_docs"), body: batch.requestBody, isIdempotent: false)
         return try await client.value(GenericJSONOperation<[BulkWriteResult]>(request))
     }
 
     /// A batch rejected as a whole (400, 413): halves are written on their own until the
     /// documents at fault are alone, and they get the server's error.
-    private func isolate(_ items: [Item], rejection: CouchError) async {
+    private func isolate(_ batch: Batch, rejection: CouchError) async {
+        let items = batch.items
         guard items.count > 1 else {
             let item = items[0]
             results[item.index] = .failure(
@@ -278,8 +309,8 @@ public actor BulkWriter<Document: Encodable & Sendable> {
             return
         }
         let middle = items.count / 2
-        await write(Array(items[..<middle]))
-        await write(Array(items[middle...]))
+        await write(batch.subset(items[..<middle]))
+        await write(batch.subset(items[middle...]))
     }
 
     private func backOff(_ attempt: Int) async {
@@ -290,11 +321,11 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     /// The success a resent document's conflict hides, if the stored revision is the one its lost
     /// write made: the next generation after the revision it was sent with (its child, when the
     /// history says so), with the same body.
-    private func confirmedWrite(of item: Item) async -> BulkWriteResult? {
+    private func confirmedWrite(of item: Item, body: Data) async -> BulkWriteResult? {
         let read = GetDocumentOperation<JSONValue>(database: database, id: item.id, revisions: true)
         guard let stored = try? await client.value(read), case .object(var storedFields) = stored,
             case .string(let storedRevision)? = storedFields["_rev"],
-            let sent = try? JSONDecoder().decode(JSONValue.self, from: item.body), case .object(var sentFields) = sent
+            let sent = try? JSONDecoder().decode(JSONValue.self, from: body), case .object(var sentFields) = sent
         else { return nil }
         let parentGeneration = item.parentRevision.flatMap { Int($0.prefix { $0 != "-" }) } ?? 0
         guard Int(storedRevision.prefix { $0 != "-" }) == parentGeneration + 1 else { return nil }

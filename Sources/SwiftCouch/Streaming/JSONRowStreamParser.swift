@@ -120,6 +120,17 @@ public struct JSONRowStreamParser: Sendable {
         return rows
     }
 
+    /// Feeds the next bytes of the body and hands each row completed by them to `emit`, as the
+    /// bytes of the element, in place (valid only during the call): no copy per row.
+    mutating func feed(
+        _ data: Data, rows emit: (UnsafeRawBufferPointer) -> Void
+    ) throws(JSONStreamError) {
+        let error = data.withUnsafeBytes { raw in
+            process(raw.bindMemory(to: UInt8.self), emit)
+        }
+        if let error { throw error }
+    }
+
     /// Declares the end of the body: throws if the document is empty, incomplete or was malformed.
     public mutating func finish() throws(JSONStreamError) {
         if let failure { throw failure }
@@ -138,8 +149,14 @@ public struct JSONRowStreamParser: Sendable {
     // MARK: - The state machine
 
     private mutating func process(_ p: UnsafeBufferPointer<UInt8>, into rows: inout [Data]) -> JSONStreamError? {
+        process(p) { rows.append(Data($0)) }
+    }
+
+    private mutating func process(
+        _ p: UnsafeBufferPointer<UInt8>, _ emit: (UnsafeRawBufferPointer) -> Void
+    ) -> JSONStreamError? {
         if let failure { return failure }
-        let error = scan(p, into: &rows)
+        let error = scan(p, emit)
         if let error {
             failure = error
             pending = []
@@ -147,7 +164,9 @@ public struct JSONRowStreamParser: Sendable {
         return error
     }
 
-    private mutating func scan(_ p: UnsafeBufferPointer<UInt8>, into rows: inout [Data]) -> JSONStreamError? {
+    private mutating func scan(
+        _ p: UnsafeBufferPointer<UInt8>, _ emit: (UnsafeRawBufferPointer) -> Void
+    ) -> JSONStreamError? {
         let n = p.count
         var i = 0
         var captureStart = 0
@@ -180,7 +199,7 @@ public struct JSONRowStreamParser: Sendable {
                             capture = .none
                         }
                     } else {
-                        valueEnded(p, captureStart, i, &rows)
+                        valueEnded(p, captureStart, i, emit)
                     }
                 } else if b == 0x5C {
                     mode = .escape
@@ -257,7 +276,7 @@ public struct JSONRowStreamParser: Sendable {
                     continue
                 }
                 // The number ended just before this byte; look at the byte again as what follows a value.
-                valueEnded(p, captureStart, i, &rows)
+                valueEnded(p, captureStart, i, emit)
                 continue
 
             case .literal:
@@ -265,7 +284,7 @@ public struct JSONRowStreamParser: Sendable {
                 guard c == expected[literalIndex] else { return fail("invalid literal") }
                 literalIndex += 1
                 i += 1
-                if literalIndex == expected.count { valueEnded(p, captureStart, i, &rows) }
+                if literalIndex == expected.count { valueEnded(p, captureStart, i, emit) }
                 continue
 
             default:
@@ -283,7 +302,7 @@ public struct JSONRowStreamParser: Sendable {
                     stack.removeLast()
                     if stack.count + 1 == rowsDepth { rowsDepth = -1 }
                     i += 1
-                    valueEnded(p, captureStart, i, &rows)
+                    valueEnded(p, captureStart, i, emit)
                     continue
                 }
                 // A value starts here: decide whether it is a row, a metadata value or the rows array.
@@ -340,7 +359,7 @@ public struct JSONRowStreamParser: Sendable {
                     }
                 } else if c == 0x7D && mode == .objectFirst {
                     stack.removeLast()
-                    valueEnded(p, captureStart, i + 1, &rows)
+                    valueEnded(p, captureStart, i + 1, emit)
                 } else {
                     return fail(mode == .objectFirst ? "expected a member name or '}'" : "expected a member name")
                 }
@@ -357,11 +376,11 @@ public struct JSONRowStreamParser: Sendable {
                     mode = inObject ? .objectKey : .value
                 } else if c == 0x7D && inObject {
                     stack.removeLast()
-                    valueEnded(p, captureStart, i + 1, &rows)
+                    valueEnded(p, captureStart, i + 1, emit)
                 } else if c == 0x5D && !inObject {
                     stack.removeLast()
                     if stack.count + 1 == rowsDepth { rowsDepth = -1 }
-                    valueEnded(p, captureStart, i + 1, &rows)
+                    valueEnded(p, captureStart, i + 1, emit)
                 } else {
                     return fail(inObject ? "expected ',' or '}'" : "expected ',' or ']'")
                 }
@@ -385,26 +404,32 @@ public struct JSONRowStreamParser: Sendable {
     /// A value ended at `end` (exclusive): emit it if it is the captured row or metadata value.
     @inline(__always)
     private mutating func valueEnded(
-        _ p: UnsafeBufferPointer<UInt8>, _ captureStart: Int, _ end: Int, _ rows: inout [Data]
+        _ p: UnsafeBufferPointer<UInt8>, _ captureStart: Int, _ end: Int, _ emit: (UnsafeRawBufferPointer) -> Void
     ) {
         mode = stack.isEmpty ? .done : .afterValue
         guard capture != .none, stack.count == captureDepth else { return }
-        let bytes: Data
         if pending.isEmpty {
-            bytes = Data(UnsafeBufferPointer(rebasing: p[captureStart..<end]))
+            // The whole value is in this chunk: handed out in place, nothing copied.
+            let bytes = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: p[captureStart..<end]))
+            if capture == .row {
+                emit(bytes)
+            } else if let key = currentKey {
+                metadata[key] = Data(bytes)
+            }
         } else {
             pending.append(contentsOf: UnsafeBufferPointer(rebasing: p[captureStart..<end]))
-            bytes = Data(pending)
+            pending.withUnsafeBytes { bytes in
+                if capture == .row {
+                    emit(bytes)
+                } else if let key = currentKey {
+                    metadata[key] = Data(bytes)
+                }
+            }
             if pending.capacity > Self.pendingShrinkThreshold {
                 pending = []
             } else {
                 pending.removeAll(keepingCapacity: true)
             }
-        }
-        if capture == .row {
-            rows.append(bytes)
-        } else if let key = currentKey {
-            metadata[key] = bytes
         }
         capture = .none
     }

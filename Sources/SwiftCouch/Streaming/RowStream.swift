@@ -34,9 +34,13 @@ struct RowFraming: Sendable {
 
     var metadata: [String: Data] { parser?.metadata ?? lineMetadata }
 
-    mutating func feed(_ chunk: Data) throws -> [Data] {
-        if parser != nil { return try parser!.feed(chunk) }
-        return separate(lines!.feed(chunk))
+    /// Cuts `chunk` into rows, handing each to `emit` as its bytes (valid only during the call).
+    mutating func feed(_ chunk: Data, rows emit: (UnsafeRawBufferPointer) -> Void) throws {
+        if parser != nil {
+            try parser!.feed(chunk, rows: emit)
+            return
+        }
+        for line in separate(lines!.feed(chunk)) { line.withUnsafeBytes(emit) }
     }
 
     mutating func finish() throws {
@@ -99,6 +103,9 @@ public final class CouchRowStream<Row: Decodable & Sendable>: AsyncSequence, Sen
     }
 
     /// Reads the rows. Leaving the loop early cancels the transfer.
+    ///
+    /// Rows are taken from the stream's buffer in batches (one lock and at most one suspension per
+    /// batch, not per row) and handed out one by one. Copies of an iterator share their position.
     public struct Iterator: AsyncIteratorProtocol {
         let owner: IterationOwner<Row>
 
@@ -107,8 +114,9 @@ public final class CouchRowStream<Row: Decodable & Sendable>: AsyncSequence, Sen
         /// `throws(CouchError)`: Swift 6.3's compiler crashes on some `catch` patterns around typed
         /// async sequences.
         public mutating func next() async throws -> Row? {
+            if let row = owner.nextInBatch() { return row }
             do {
-                return try await owner.state.next()
+                return try await owner.refill()
             } catch {
                 throw CouchError.wrapping(error)
             }
@@ -116,14 +124,44 @@ public final class CouchRowStream<Row: Decodable & Sendable>: AsyncSequence, Sen
     }
 }
 
-/// Owned by the iterator alone: when the iteration is abandoned, the transfer is cancelled.
-final class IterationOwner<Row: Decodable & Sendable>: Sendable {
+/// Owned by the iterator alone: when the iteration is abandoned, the transfer is cancelled. It
+/// keeps the consumer's current batch, so that copies of an iterator share one position.
+///
+/// `@unchecked Sendable`: `batch` and `position` are touched only by the task iterating, and an
+/// iterator is used by one task at a time (its `next()` is `mutating`); `state` is Sendable.
+final class IterationOwner<Row: Decodable & Sendable>: @unchecked Sendable {
     let state: RowStreamState<Row>
+    private var batch: [Row] = []
+    private var position = 0
+
     init(state: RowStreamState<Row>) { self.state = state }
     deinit { state.cancel() }
+
+    /// The next row of the batch in hand, without any lock.
+    func nextInBatch() -> Row? {
+        guard position < batch.count else { return nil }
+        defer { position += 1 }
+        return batch[position]
+    }
+
+    /// Takes the next batch from the stream and returns its first row (nil at the end).
+    func refill() async throws -> Row? {
+        batch = []
+        position = 0
+        batch = try await state.nextBatch()
+        guard !batch.isEmpty else { return nil }
+        position = 1
+        return batch[0]
+    }
 }
 
 /// The buffer between the transport (producer) and the iterator (consumer).
+///
+/// The producer decodes the rows of each chunk on the transport's thread and appends them under
+/// one lock; the consumer takes up to half the buffer at once under one lock. Rows held by the
+/// consumer's last batch count as buffered until it comes back for more, so at most `bufferSize`
+/// rows (plus one chunk's) are read ahead of the consumer: beyond that the transfer is paused,
+/// and it resumes once no more than half of that is left.
 ///
 /// `@unchecked Sendable`: the shared state is in `shared` (a `Locked`); `parser` and `errorBody`
 /// are touched only from `StreamReceiver` callbacks, which the transport makes one at a time.
@@ -131,15 +169,33 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
     private struct Shared {
         var rows: [Row] = []
         var head = 0
+        /// Rows of the batch the consumer is going through (read ahead, not yet consumed).
+        var handedOut = 0
         var outcome: Result<Void, CouchError>?
-        var waiter: CheckedContinuation<Row?, any Error>?
+        var waiter: CheckedContinuation<[Row], any Error>?
         var paused = false
         var started = false
-        var iterated = false
         var handle: RequestHandle?
         var statusCode: Int?
         var metadata: [String: Data] = [:]
         var available: Int { rows.count - head }
+        var readAhead: Int { available + handedOut }
+
+        /// Takes the next batch (at most `limit` rows) for the consumer.
+        mutating func take(limit: Int) -> [Row] {
+            let count = min(available, limit)
+            let batch = Array(rows[head..<(head + count)])
+            head += count
+            if head == rows.count {
+                rows.removeAll(keepingCapacity: true)
+                head = 0
+            } else if head > 1_024, head * 2 > rows.count {
+                rows.removeFirst(head)
+                head = 0
+            }
+            handedOut = count
+            return batch
+        }
     }
 
     private let shared = Locked(Shared())
@@ -162,6 +218,10 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
         self.parser = RowFraming(rowsKey: rowsKey, lineDelimited: lineDelimited)
     }
 
+    /// The most rows the consumer takes at once: half the buffer, so the transfer can refill the
+    /// other half while the consumer works through them.
+    private var batchLimit: Int { Swift.max(1, bufferSize / 2) }
+
     var metadata: [String: JSONValue] {
         shared.current.metadata.compactMapValues { try? JSONDecoder().decode(JSONValue.self, from: $0) }
     }
@@ -170,7 +230,8 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
 
     // MARK: Consumer
 
-    func next() async throws -> Row? {
+    /// The next rows (empty at the end); suspends only when none has arrived yet.
+    func nextBatch() async throws -> [Row] {
         let begin = shared.withLock { state -> Bool in
             defer { state.started = true }
             return !state.started
@@ -184,37 +245,51 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
                 start(self) { handle in shared.withLock { $0.handle = handle } }
             }
         }
+        // Rows already here are taken without suspending.
+        let (immediate, resumeNow) = shared.withLock { state -> (Result<[Row], any Error>?, Bool) in
+            state.handedOut = 0
+            return takeOrEnd(&state)
+        }
+        if resumeNow { applyPause() }
+        if let immediate { return try immediate.get() }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                let (resumeTransfer, immediate) = shared.withLock {
-                    state -> (Bool, Result<Row?, any Error>?) in
-                    if state.available > 0 {
-                        let row = state.rows[state.head]
-                        state.head += 1
-                        if state.head > 1_024, state.head * 2 > state.rows.count {
-                            state.rows.removeFirst(state.head)
-                            state.head = 0
-                        }
-                        var changed = false
-                        if state.paused, state.available <= bufferSize / 2 {
-                            state.paused = false
-                            changed = true
-                        }
-                        return (changed, .success(row))
-                    }
-                    switch state.outcome {
-                    case .success?: return (false, .success(nil))
-                    case .failure(let error)?: return (false, .failure(error))
-                    case nil:
-                        state.waiter = continuation
-                        return (false, nil)
-                    }
+                let (immediate, resumeNow) = shared.withLock { state -> (Result<[Row], any Error>?, Bool) in
+                    let taken = takeOrEnd(&state)
+                    if taken.0 == nil { state.waiter = continuation }
+                    return taken
                 }
-                if resumeTransfer { applyPause() }
+                if resumeNow { applyPause() }
                 if let immediate { continuation.resume(with: immediate) }
             }
         } onCancel: {
             self.cancel()
+        }
+    }
+
+    /// Under the lock: a batch if rows are waiting, the end if the stream is over, else nil (wait).
+    /// Also whether the transfer is to resume.
+    private func takeOrEnd(_ state: inout Shared) -> (Result<[Row], any Error>?, Bool) {
+        if state.available > 0 {
+            let batch = state.take(limit: batchLimit)
+            var resume = false
+            if state.paused, state.readAhead <= bufferSize / 2 {
+                state.paused = false
+                resume = true
+            }
+            return (.success(batch), resume)
+        }
+        switch state.outcome {
+        case .success?: return (.success([]), false)
+        case .failure(let error)?: return (.failure(error), false)
+        case nil:
+            var resume = false
+            if state.paused {
+                // Nothing left to read here: the transfer must go on.
+                state.paused = false
+                resume = true
+            }
+            return (nil, resume)
         }
     }
 
@@ -252,53 +327,52 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
             if errorBody!.count < 1 << 20 { errorBody!.append(chunk) }
             return
         }
-        let raw: [Data]
+        var decoded: [Row] = []
+        var failure: CouchError?
         do {
-            raw = try parser.feed(chunk)
+            try parser.feed(chunk) { element in
+                guard failure == nil else { return }
+                do {
+                    decoded.append(try decoder.decode(Row.self, from: Data(element)))
+                } catch {
+                    // Quoted as transcripts are: passwords, keys and tokens redacted.
+                    let text = Redaction.redact(String(decoding: element.prefix(500), as: UTF8.self))
+                    failure = CouchError(
+                        kind: .decoding, message: "A row is not a valid \(Row.self): \(error); row: \(text)",
+                        statusCode: shared.current.statusCode, underlying: error)
+                }
+            }
         } catch {
             failParsing(error)
             return
         }
-        var decoded: [Row] = []
-        decoded.reserveCapacity(raw.count)
-        for element in raw {
-            do {
-                decoded.append(try decoder.decode(Row.self, from: element))
-            } catch {
-                // Quoted as transcripts are: passwords, keys and tokens redacted.
-                let text = Redaction.redact(String(decoding: element.prefix(500), as: UTF8.self))
-                finish(
-                    .failure(
-                        CouchError(
-                            kind: .decoding, message: "A row is not a valid \(Row.self): \(error); row: \(text)",
-                            statusCode: shared.current.statusCode, underlying: error)))
-                shared.current.handle?.cancel()
-                return
-            }
+        if let failure {
+            finish(.failure(failure))
+            shared.current.handle?.cancel()
+            return
         }
         let metadata = parser.metadata
-        let (waiter, row, pause) = shared.withLock {
-            state -> (CheckedContinuation<Row?, any Error>?, Row?, Bool) in
+        let (waiter, batch, pause) = shared.withLock {
+            state -> (CheckedContinuation<[Row], any Error>?, [Row], Bool) in
             state.metadata = metadata
-            guard state.outcome == nil else { return (nil, nil, false) }
+            guard state.outcome == nil else { return (nil, [], false) }
             state.rows.append(contentsOf: decoded)
-            var handed: Row?
-            var waiter: CheckedContinuation<Row?, any Error>?
+            var batch: [Row] = []
+            var waiter: CheckedContinuation<[Row], any Error>?
             if let pending = state.waiter, state.available > 0 {
-                handed = state.rows[state.head]
-                state.head += 1
+                batch = state.take(limit: batchLimit)
                 waiter = pending
                 state.waiter = nil
             }
             var pause = false
-            if !state.paused, state.available >= bufferSize {
+            if !state.paused, state.readAhead >= bufferSize {
                 state.paused = true
                 pause = true
             }
-            return (waiter, handed, pause)
+            return (waiter, batch, pause)
         }
         if pause { applyPause() }
-        if let waiter, let row { waiter.resume(returning: row) }
+        waiter?.resume(returning: batch)
     }
 
     func complete(error: (any Error)?) {
@@ -336,7 +410,7 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
     }
 
     private func finish(_ outcome: Result<Void, CouchError>) {
-        let waiter = shared.withLock { state -> CheckedContinuation<Row?, any Error>? in
+        let waiter = shared.withLock { state -> CheckedContinuation<[Row], any Error>? in
             guard state.outcome == nil else { return nil }
             state.outcome = outcome
             defer { state.waiter = nil }
@@ -344,7 +418,7 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
         }
         guard let waiter else { return }
         switch outcome {
-        case .success: waiter.resume(returning: nil)
+        case .success: waiter.resume(returning: [])
         case .failure(let error): waiter.resume(throwing: error)
         }
     }

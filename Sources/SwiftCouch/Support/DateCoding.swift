@@ -19,24 +19,28 @@ public enum DateCoding: Sendable, Hashable {
 
     /// The coding in effect on this thread: the running client's, while the pipeline serialises a
     /// body or reads a response; ``iso8601`` otherwise.
-    static var current: DateCoding {
-        (Thread.current.threadDictionary[threadKey] as? Box)?.coding ?? .iso8601
-    }
+    static var current: DateCoding { ThreadDateCoding.get() }
 
     /// Runs `body` with `coding` in effect on this thread (the pipeline's steps are synchronous).
     static func with<T, E: Error>(_ coding: DateCoding, _ body: () throws(E) -> T) throws(E) -> T {
-        let dictionary = Thread.current.threadDictionary
-        let previous = dictionary[threadKey]
-        dictionary[threadKey] = Box(coding)
-        defer { dictionary[threadKey] = previous }
+        let previous = ThreadDateCoding.get()
+        if previous == coding { return try body() }
+        ThreadDateCoding.set(coding)
+        defer { ThreadDateCoding.set(previous) }
         return try body()
     }
 
-    private static let threadKey = "SwiftCouch.DateCoding"
-    private final class Box {
-        let coding: DateCoding
-        init(_ coding: DateCoding) { self.coding = coding }
+    /// The position of the case in `allCases` order, for the thread-local slot.
+    var index: Int {
+        switch self {
+        case .iso8601: 0
+        case .secondsSince1970: 1
+        case .millisecondsSince1970: 2
+        case .foundationDefault: 3
+        }
     }
+
+    static let byIndex: [DateCoding] = [.iso8601, .secondsSince1970, .millisecondsSince1970, .foundationDefault]
 
     var encodingStrategy: JSONEncoder.DateEncodingStrategy {
         switch self {
@@ -86,11 +90,33 @@ public enum DateCoding: Sendable, Hashable {
     }
 }
 
+/// The date coding in effect on the current thread (no allocation, no dictionary: it is read for
+/// every body written and every response read).
+private enum ThreadDateCoding {
+    private static let slot = ThreadSlot()
+
+    static func get() -> DateCoding {
+        let value = slot.value
+        return value == 0 ? .iso8601 : DateCoding.byIndex[value - 1]
+    }
+
+    static func set(_ coding: DateCoding) { slot.value = coding.index + 1 }
+}
+
 extension JSONDecoder {
-    /// A decoder reading dates as the client in effect says (``DateCoding``).
-    static var couch: JSONDecoder {
+    /// The shared decoder for each date coding: configured once, then only read (a configured
+    /// `JSONDecoder` may decode on any thread).
+    private static let couchDecoders: [JSONDecoder] = DateCoding.byIndex.map { coding in
         let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = DateCoding.current.decodingStrategy
+        decoder.dateDecodingStrategy = coding.decodingStrategy
         return decoder
+    }
+
+    /// A decoder reading dates as the client in effect says (``DateCoding``); shared, not made per call.
+    static var couch: JSONDecoder { couchDecoders[DateCoding.current.index] }
+
+    /// Whether `decoder` is one of the shared decoders (an operation that did not choose its own).
+    static func isCouchDefault(_ decoder: JSONDecoder) -> Bool {
+        couchDecoders.contains { $0 === decoder }
     }
 }

@@ -5,19 +5,15 @@ import Foundation
 /// from any thread (`JSONEncoder` is safe to share once configured); dates as the client in
 /// effect says.
 enum JSONBody {
-    private static let encoders: [DateCoding: JSONEncoder] = {
-        var encoders: [DateCoding: JSONEncoder] = [:]
-        for coding in [DateCoding.iso8601, .secondsSince1970, .millisecondsSince1970, .foundationDefault] {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.withoutEscapingSlashes]
-            encoder.dateEncodingStrategy = coding.encodingStrategy
-            encoders[coding] = encoder
-        }
-        return encoders
-    }()
+    private static let encoders: [JSONEncoder] = DateCoding.byIndex.map { coding in
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = coding.encodingStrategy
+        return encoder
+    }
 
     /// The shared encoder for the date coding in effect.
-    static var encoder: JSONEncoder { encoders[DateCoding.current]! }
+    static var encoder: JSONEncoder { encoders[DateCoding.current.index] }
 
     /// The JSON text of `value`.
     static func encode<Value: Encodable>(_ value: Value) throws -> Data {

@@ -9,21 +9,27 @@ import Foundation
 public enum PercentEncoding {
     /// Encodes one path segment or one query name or value.
     public static func encode(_ component: String) -> String {
-        var out = ""
-        out.reserveCapacity(component.utf8.count)
-        for byte in component.utf8 {
-            if isUnreserved(byte) {
-                out.unicodeScalars.append(Unicode.Scalar(byte))
-            } else {
-                out += "%"
-                out += String(hexDigits[Int(byte >> 4)])
-                out += String(hexDigits[Int(byte & 0x0F)])
+        var utf8 = component
+        return utf8.withUTF8 { bytes -> String in
+            // Most names and ids need no encoding at all: returned as they are, nothing copied.
+            guard let first = bytes.firstIndex(where: { !isUnreserved($0) }) else { return component }
+            var out = [UInt8]()
+            out.reserveCapacity(bytes.count + 16)
+            out.append(contentsOf: bytes[..<first])
+            for byte in bytes[first...] {
+                if isUnreserved(byte) {
+                    out.append(byte)
+                } else {
+                    out.append(UInt8(ascii: "%"))
+                    out.append(hexDigits[Int(byte >> 4)])
+                    out.append(hexDigits[Int(byte & 0x0F)])
+                }
             }
+            return String(decoding: out, as: UTF8.self)
         }
-        return out
     }
 
-    private static let hexDigits = Array("0123456789ABCDEF")
+    private static let hexDigits: [UInt8] = Array("0123456789ABCDEF".utf8)
 
     private static func isUnreserved(_ byte: UInt8) -> Bool {
         switch byte {

@@ -60,7 +60,11 @@ final class SocketJob: StreamingTask, @unchecked Sendable {
     init(request: HTTPRequest, key: HostKey, sink: ResponseSink, pool: ConnectionPool) {
         self.request = request
         self.key = key
-        self.target = RequestHead.target(of: request.url)
+        if let encoded = request.encodedTarget {
+            self.target = encoded.query.map { encoded.path + "?" + $0 } ?? encoded.path
+        } else {
+            self.target = RequestHead.target(of: request.url)
+        }
         self.sink = sink
         self.pool = pool
     }

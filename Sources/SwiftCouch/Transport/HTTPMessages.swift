@@ -26,7 +26,13 @@ public typealias HTTPFields = HTTPHeaders
 public struct HTTPRequest: Sendable, CustomStringConvertible {
     public var method: HTTPMethod
     /// The absolute URL, with the percent-encoded path and query. Never carries user information.
-    public var url: URL
+    public var url: URL {
+        didSet { encodedTarget = nil }
+    }
+    /// The percent-encoded path and query of `url`, when the request was built from them
+    /// (`PreparedRequest`): read for every request by the transport, errors and monitors, so not
+    /// parsed back out of the URL each time. Cleared when `url` changes.
+    var encodedTarget: (path: String, query: String?)?
     public var headers: HTTPFields
     /// The body, sent again unchanged on every retry.
     public var body: Data?
@@ -41,8 +47,11 @@ public struct HTTPRequest: Sendable, CustomStringConvertible {
     public var maximumResponseBodySize: Int?
     /// This call's retry policy (``CallOptions/retryPolicy``); nil: the configuration's.
     var retryPolicy: RetryPolicy?
+    /// The operation's type, for adapters, monitors and log metadata (named only when asked:
+    /// making a generic type's name costs more than the rest of preparing a request).
+    var operationType: Any.Type?
     /// The operation's type name, for adapters, monitors and log metadata.
-    var operationName: String?
+    var operationName: String? { operationType.map { String(describing: $0) } }
 
     public init(
         method: HTTPMethod, url: URL, headers: HTTPFields = HTTPFields(), body: Data? = nil,
@@ -70,12 +79,14 @@ public struct HTTPRequest: Sendable, CustomStringConvertible {
 
     /// The percent-encoded path, without the query.
     public var path: String {
-        URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? url.path
+        if let encodedTarget { return encodedTarget.path }
+        return URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? url.path
     }
 
     /// The percent-encoded query, without `?`, or nil.
     public var query: String? {
-        URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedQuery
+        if let encodedTarget { return encodedTarget.query }
+        return URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedQuery
     }
 
     /// Method and path only: safe to log.

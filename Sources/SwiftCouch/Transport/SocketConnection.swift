@@ -51,6 +51,7 @@ final class SocketConnection: @unchecked Sendable {
     }
 
     private func run() {
+        ThreadRole.markConnectionThread()
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.readBufferSize, alignment: 16)
         defer { buffer.deallocate() }
         var next = pool.awaitJob(self).job
