@@ -15,6 +15,9 @@ enum JSONBody {
     /// The shared encoder for the date coding in effect.
     static var encoder: JSONEncoder { encoders[DateCoding.current.index] }
 
+    /// The shared encoder for `coding` (the fast encoder's fallback, `FastJSON`).
+    static func foundationEncoder(for coding: DateCoding) -> JSONEncoder { encoders[coding]! }
+
     /// The JSON text of `value`.
     static func encode<Value: Encodable>(_ value: Value) throws -> Data {
         try encoder.encode(value)

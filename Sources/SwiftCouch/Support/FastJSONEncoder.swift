@@ -1,0 +1,879 @@
+import Foundation
+
+/// A Codable JSON encoder writing bytes straight into one growing buffer, as Foundation's `JSONEncoder`
+/// with `outputFormatting = [.withoutEscapingSlashes]` and `DateCoding`'s date strategy writes them
+/// (the same text for every value; object members in the order encoded).
+///
+/// Whatever it cannot write exactly as Foundation would (`Decimal`, NaN and infinities, `superEncoder`,
+/// a key encoded twice, containers used out of order, a value that encodes nothing at the top, nesting
+/// deeper than 500, 128-bit integers) makes it throw ``FastJSON/Unsupported``; ``FastJSON`` then uses
+/// Foundation. Not thread-safe: one encode at a time per instance.
+struct FastJSONEncoder {
+    private let impl: FastJSONEncoderImpl
+
+    init(dateCoding: DateCoding) {
+        impl = FastJSONEncoderImpl(dateCoding: dateCoding)
+    }
+
+    /// Appends the JSON text of `value` to `buffer`; on an error `buffer` is left as it was.
+    func encode<T: Encodable>(_ value: T, into buffer: inout [UInt8]) throws {
+        let mark = buffer.count
+        swap(&impl.bytes, &buffer)
+        defer { swap(&impl.bytes, &buffer) }
+        do {
+            try impl.encodeTopLevel(value)
+        } catch {
+            impl.bytes.removeSubrange(mark...)
+            impl.reset()
+            throw error
+        }
+    }
+
+    /// The JSON text of `value`.
+    func encode<T: Encodable>(_ value: T) throws -> Data {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(256)
+        try encode(value, into: &bytes)
+        return Data(bytes)
+    }
+
+    /// The JSON text of `value`, with a new encoder.
+    static func encode<T: Encodable>(_ value: T, dateCoding: DateCoding) throws -> Data {
+        try FastJSONEncoder(dateCoding: dateCoding).encode(value)
+    }
+
+    /// Appends the JSON text of `value` to `buffer`, with a new encoder.
+    static func encode<T: Encodable>(_ value: T, dateCoding: DateCoding, into buffer: inout [UInt8]) throws {
+        try FastJSONEncoder(dateCoding: dateCoding).encode(value, into: &buffer)
+    }
+}
+
+/// The encoder's state: the output, the open containers (a stack, closed as soon as an outer one is
+/// written to again), the keys of the open objects (to refuse a key written twice) and the coding path.
+final class FastJSONEncoderImpl: Encoder {
+    /// An open object or array.
+    struct Frame {
+        var id: Int
+        var isObject: Bool
+        var count: Int
+        /// Where this object's keys start in `keys`.
+        var keysStart: Int
+        /// Hashes of the keys, once the object has more than `linearKeys` of them.
+        var keyHashes: Set<UInt32>?
+    }
+
+    /// A key written in an open object: where its escaped text is in `bytes`.
+    struct WrittenKey {
+        var start: Int
+        var count: Int
+        var hash: UInt32
+    }
+
+    /// What the value being encoded has asked for.
+    enum ValueState: Equatable {
+        case empty
+        case keyed(Int)
+        case unkeyed(Int)
+        case single
+    }
+
+    static let maximumDepth = 500
+    static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+    static let linearKeys = 24
+
+    let dateCoding: DateCoding
+    var bytes: [UInt8] = []
+    var frames: [Frame] = []
+    var keys: [WrittenKey] = []
+    var nextID = 1
+    /// The frames below this index belong to values around the one being encoded.
+    var valueBase = 0
+    var valueState = ValueState.empty
+    /// Identifies the value being encoded, so a stale single-value container is noticed.
+    var valueID = 0
+    var path: [any CodingKey] = []
+    /// Set by anything unsupported, including in calls that cannot throw; checked at the end.
+    var failure: String?
+
+    var codingPath: [any CodingKey] { path }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    init(dateCoding: DateCoding) {
+        self.dateCoding = dateCoding
+        frames.reserveCapacity(8)
+        keys.reserveCapacity(32)
+        path.reserveCapacity(8)
+    }
+
+    func reset() {
+        frames.removeAll(keepingCapacity: true)
+        keys.removeAll(keepingCapacity: true)
+        path.removeAll(keepingCapacity: true)
+        valueBase = 0
+        valueState = .empty
+        failure = nil
+    }
+
+    // MARK: Failure
+
+    func unsupported(_ reason: String) -> FastJSON.Unsupported {
+        if failure == nil { failure = reason }
+        return FastJSON.Unsupported(reason)
+    }
+
+    // MARK: Top level and values
+
+    func encodeTopLevel<T: Encodable>(_ value: T) throws {
+        reset()
+        nextID += 1
+        valueID = nextID
+        if try !encodeSpecial(value) {
+            try value.encode(to: self)
+            closeFrames(downTo: 0)
+            if valueState == .empty { throw unsupported("top-level value encoded nothing") }
+        }
+        if let failure { throw FastJSON.Unsupported(failure) }
+    }
+
+    /// Writes `value` at the current position (after a key or comma), as Foundation's `wrapGeneric`.
+    @inline(__always)
+    func encodeValue<T: Encodable>(_ value: T, key: some CodingKey, extra: [any CodingKey]) throws {
+        if try encodeSpecial(value) { return }
+        let savedBase = valueBase
+        let savedState = valueState
+        let savedID = valueID
+        nextID += 1
+        valueID = nextID
+        valueBase = frames.count
+        valueState = .empty
+        if !extra.isEmpty { path.append(contentsOf: extra) }
+        path.append(key)
+        defer {
+            path.removeLast(extra.count + 1)
+            valueBase = savedBase
+            valueState = savedState
+            valueID = savedID
+        }
+        try value.encode(to: self)
+        closeFrames(downTo: valueBase)
+        if valueState == .empty {
+            bytes.append(UInt8(ascii: "{"))
+            bytes.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// Writes the values Foundation special-cases, and the primitives, without calling `encode(to:)`.
+    @inline(__always)
+    func encodeSpecial<T: Encodable>(_ value: T) throws -> Bool {
+        if T.self == String.self {
+            writeString(unsafeBitCast(value, to: String.self))
+        } else if T.self == Int.self {
+            writeInteger(unsafeBitCast(value, to: Int.self))
+        } else if T.self == Bool.self {
+            writeBool(unsafeBitCast(value, to: Bool.self))
+        } else if T.self == Double.self {
+            try writeDouble(unsafeBitCast(value, to: Double.self))
+        } else if T.self == Date.self {
+            try writeDate(unsafeBitCast(value, to: Date.self))
+        } else if T.self == Data.self {
+            writeString(unsafeBitCast(value, to: Data.self).base64EncodedString())
+        } else if T.self == URL.self {
+            writeString(unsafeBitCast(value, to: URL.self).absoluteString)
+        } else if T.self == Decimal.self {
+            throw unsupported("Decimal")
+        } else if T.self == Int64.self {
+            writeInteger(unsafeBitCast(value, to: Int64.self))
+        } else if T.self == Float.self {
+            try writeFloat(unsafeBitCast(value, to: Float.self))
+        } else {
+            return false
+        }
+        return true
+    }
+
+    // MARK: Writing
+
+    @inline(__always)
+    func writeBool(_ value: Bool) {
+        if value {
+            bytes.append(contentsOf: [UInt8(ascii: "t"), UInt8(ascii: "r"), UInt8(ascii: "u"), UInt8(ascii: "e")])
+        } else {
+            bytes.append(contentsOf: [
+                UInt8(ascii: "f"), UInt8(ascii: "a"), UInt8(ascii: "l"), UInt8(ascii: "s"), UInt8(ascii: "e"),
+            ])
+        }
+    }
+
+    @inline(__always)
+    func writeNull() {
+        bytes.append(contentsOf: [UInt8(ascii: "n"), UInt8(ascii: "u"), UInt8(ascii: "l"), UInt8(ascii: "l")])
+    }
+
+    /// Decimal digits, as `description` writes them.
+    func writeInteger<I: FixedWidthInteger>(_ value: I) {
+        if I.bitWidth > 64 {
+            var text = value.description
+            text.withUTF8 { bytes.append(contentsOf: $0) }
+            return
+        }
+        var magnitude: UInt64
+        if value < 0 {
+            bytes.append(UInt8(ascii: "-"))
+            magnitude = 0 &- UInt64(truncatingIfNeeded: Int64(value))
+        } else {
+            magnitude = UInt64(truncatingIfNeeded: value)
+        }
+        if magnitude < 10 {
+            bytes.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: magnitude))
+            return
+        }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var index = 20
+            while magnitude > 0 {
+                let (quotient, remainder) = magnitude.quotientAndRemainder(dividingBy: 10)
+                index -= 1
+                digits[index] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: remainder)
+                magnitude = quotient
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[index..<20]))
+        }
+    }
+
+    /// `description` without a trailing `.0`, as Foundation writes floating-point numbers.
+    func writeDouble(_ value: Double) throws {
+        guard value.isFinite else { throw unsupported("non-finite Double") }
+        if value == value.rounded(.towardZero), value.magnitude < 1e15 {
+            // An integral value below 10^15 is written by `description` as its digits and `.0`.
+            if value == 0 {
+                if value.sign == .minus { bytes.append(UInt8(ascii: "-")) }
+                bytes.append(UInt8(ascii: "0"))
+            } else {
+                writeInteger(Int64(value))
+            }
+            return
+        }
+        writeFloatingDescription(value.description)
+    }
+
+    func writeFloat(_ value: Float) throws {
+        guard value.isFinite else { throw unsupported("non-finite Float") }
+        writeFloatingDescription(value.description)
+    }
+
+    private func writeFloatingDescription(_ description: String) {
+        var text = description
+        text.withUTF8 { utf8 in
+            var count = utf8.count
+            if count >= 2, utf8[count - 2] == UInt8(ascii: "."), utf8[count - 1] == UInt8(ascii: "0") {
+                count -= 2
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[0..<count]))
+        }
+    }
+
+    func writeDate(_ date: Date) throws {
+        switch dateCoding {
+        case .iso8601: writeString(DateCoding.iso8601Text(date))
+        case .secondsSince1970: try writeDouble(date.timeIntervalSince1970)
+        case .millisecondsSince1970: try writeDouble(1000.0 * date.timeIntervalSince1970)
+        case .foundationDefault: try writeDouble(date.timeIntervalSinceReferenceDate)
+        }
+    }
+
+    /// A JSON string: `"` and `\` escaped, `\b \f \n \r \t`, other control characters as `\u00xx`
+    /// (lowercase hex), `/` and everything else (DEL, non-ASCII) as is.
+    func writeString(_ string: String) {
+        var string = string
+        string.withUTF8 { writeStringBytes($0) }
+    }
+
+    func writeStringBytes(_ utf8: UnsafeBufferPointer<UInt8>) {
+        bytes.append(UInt8(ascii: "\""))
+        guard let base = utf8.baseAddress else {
+            bytes.append(UInt8(ascii: "\""))
+            return
+        }
+        let count = utf8.count
+        var mark = 0
+        var index = 0
+        while index < count {
+            let byte = base[index]
+            if byte >= 0x20 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") {
+                index += 1
+                continue
+            }
+            if index > mark { bytes.append(contentsOf: UnsafeBufferPointer(start: base + mark, count: index - mark)) }
+            bytes.append(UInt8(ascii: "\\"))
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\""))
+            case UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\"))
+            case 0x08: bytes.append(UInt8(ascii: "b"))
+            case 0x0C: bytes.append(UInt8(ascii: "f"))
+            case 0x0A: bytes.append(UInt8(ascii: "n"))
+            case 0x0D: bytes.append(UInt8(ascii: "r"))
+            case 0x09: bytes.append(UInt8(ascii: "t"))
+            default:
+                let hex = Self.hexDigits
+                bytes.append(contentsOf: [
+                    UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)],
+                ])
+            }
+            index += 1
+            mark = index
+        }
+        if index > mark { bytes.append(contentsOf: UnsafeBufferPointer(start: base + mark, count: index - mark)) }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    // MARK: Containers
+
+    /// Closes the open containers above `level` (writing their `}` / `]`).
+    @inline(__always)
+    func closeFrames(downTo level: Int) {
+        while frames.count > level {
+            let frame = frames.removeLast()
+            if frame.isObject {
+                keys.removeSubrange(frame.keysStart...)
+                bytes.append(UInt8(ascii: "}"))
+            } else {
+                bytes.append(UInt8(ascii: "]"))
+            }
+        }
+    }
+
+    /// Opens an object or array at the current position.
+    func openFrame(isObject: Bool) -> (id: Int, index: Int) {
+        nextID += 1
+        if frames.count >= Self.maximumDepth {
+            _ = unsupported("nesting deeper than \(Self.maximumDepth)")
+        }
+        frames.append(Frame(id: nextID, isObject: isObject, count: 0, keysStart: keys.count, keyHashes: nil))
+        bytes.append(isObject ? UInt8(ascii: "{") : UInt8(ascii: "["))
+        return (nextID, frames.count - 1)
+    }
+
+    /// Makes the container `id` at `index` the innermost open one (closing those opened inside it since),
+    /// or throws when it was closed or belongs to a value around the one being encoded.
+    @inline(__always)
+    func activate(id: Int32, index: Int) throws {
+        if index == frames.count - 1, Int32(truncatingIfNeeded: frames[index].id) == id, index >= valueBase { return }
+        guard index < frames.count, Int32(truncatingIfNeeded: frames[index].id) == id, index >= valueBase else {
+            throw unsupported("a container used after it was closed, or out of order")
+        }
+        closeFrames(downTo: index + 1)
+    }
+
+    /// Writes `,` if needed and the key of a member of the object at `index`, refusing a repeated key.
+    func writeKey(_ key: String, frameIndex index: Int) throws {
+        if frames[index].count > 0 { bytes.append(UInt8(ascii: ",")) }
+        frames[index].count += 1
+        let start = bytes.count
+        writeString(key)
+        let count = bytes.count - start
+        var hash: UInt32 = 2_166_136_261
+        bytes.withUnsafeBufferPointer { buffer in
+            for offset in start..<(start + count) {
+                hash = (hash ^ UInt32(buffer[offset])) &* 16_777_619
+            }
+        }
+        let keysStart = frames[index].keysStart
+        let existing = keys.count - keysStart
+        if existing < Self.linearKeys {
+            for position in keysStart..<keys.count where keys[position].hash == hash {
+                if sameBytes(keys[position], start: start, count: count) {
+                    throw unsupported("key '\(key)' encoded twice")
+                }
+            }
+        } else {
+            if frames[index].keyHashes == nil {
+                frames[index].keyHashes = Set(keys[keysStart...].map(\.hash))
+            }
+            if !frames[index].keyHashes!.insert(hash).inserted {
+                for position in keysStart..<keys.count where keys[position].hash == hash {
+                    if sameBytes(keys[position], start: start, count: count) {
+                        throw unsupported("key '\(key)' encoded twice")
+                    }
+                }
+            }
+        }
+        keys.append(WrittenKey(start: start, count: count, hash: hash))
+        bytes.append(UInt8(ascii: ":"))
+    }
+
+    private func sameBytes(_ key: WrittenKey, start: Int, count: Int) -> Bool {
+        guard key.count == count else { return false }
+        return bytes.withUnsafeBufferPointer { buffer in
+            memcmp(buffer.baseAddress! + key.start, buffer.baseAddress! + start, count) == 0
+        }
+    }
+
+    /// Writes `,` if needed before the next element of the array at `index`.
+    @inline(__always)
+    func nextElement(frameIndex index: Int) {
+        if frames[index].count > 0 { bytes.append(UInt8(ascii: ",")) }
+        frames[index].count += 1
+    }
+
+    // MARK: Encoder
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        switch valueState {
+        case .keyed(let id):
+            if valueBase < frames.count, frames[valueBase].id == id {
+                return KeyedEncodingContainer(
+                    FastKeyedEncodingContainer(impl: self, id: id, index: valueBase, extra: []))
+            }
+            _ = unsupported("keyed container requested again after it was closed")
+        case .empty:
+            let (id, index) = openFrame(isObject: true)
+            valueState = .keyed(id)
+            return KeyedEncodingContainer(FastKeyedEncodingContainer(impl: self, id: id, index: index, extra: []))
+        case .unkeyed, .single:
+            _ = unsupported("keyed container requested after another kind")
+        }
+        return KeyedEncodingContainer(FastKeyedEncodingContainer(impl: self, id: 0, index: 0, extra: []))
+    }
+
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        switch valueState {
+        case .unkeyed(let id):
+            if valueBase < frames.count, frames[valueBase].id == id {
+                return FastUnkeyedEncodingContainer(impl: self, id: id, index: valueBase, extra: [])
+            }
+            _ = unsupported("unkeyed container requested again after it was closed")
+        case .empty:
+            let (id, index) = openFrame(isObject: false)
+            valueState = .unkeyed(id)
+            return FastUnkeyedEncodingContainer(impl: self, id: id, index: index, extra: [])
+        case .keyed, .single:
+            _ = unsupported("unkeyed container requested after another kind")
+        }
+        return FastUnkeyedEncodingContainer(impl: self, id: 0, index: 0, extra: [])
+    }
+
+    func singleValueContainer() -> any SingleValueEncodingContainer {
+        FastSingleValueEncodingContainer(impl: self, valueID: valueID)
+    }
+}
+
+/// A keyed container: the object `id`, at `index` in the stack of open containers.
+struct FastKeyedEncodingContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
+    let impl: FastJSONEncoderImpl
+    private let id: Int32
+    private let index: Int32
+    /// The keys of the nested containers between the value that owns this container and it.
+    private let extra: [any CodingKey]
+
+    init(impl: FastJSONEncoderImpl, id: Int, index: Int, extra: [any CodingKey]) {
+        self.impl = impl
+        self.id = Int32(truncatingIfNeeded: id)
+        self.index = Int32(truncatingIfNeeded: index)
+        self.extra = extra
+    }
+
+    var codingPath: [any CodingKey] { impl.path + extra }
+
+    @inline(__always)
+    private func key(_ key: Key) throws {
+        try impl.activate(id: id, index: Int(index))
+        try impl.writeKey(key.stringValue, frameIndex: Int(index))
+    }
+
+    mutating func encodeNil(forKey key: Key) throws {
+        try self.key(key)
+        impl.writeNull()
+    }
+
+    mutating func encode(_ value: Bool, forKey key: Key) throws {
+        try self.key(key)
+        impl.writeBool(value)
+    }
+
+    mutating func encode(_ value: String, forKey key: Key) throws {
+        try self.key(key)
+        impl.writeString(value)
+    }
+
+    mutating func encode(_ value: Double, forKey key: Key) throws {
+        try self.key(key)
+        try impl.writeDouble(value)
+    }
+
+    mutating func encode(_ value: Float, forKey key: Key) throws {
+        try self.key(key)
+        try impl.writeFloat(value)
+    }
+
+    mutating func encode(_ value: Int, forKey key: Key) throws {
+        try self.key(key)
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: Int8, forKey key: Key) throws {
+        try self.key(key)
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: Int16, forKey key: Key) throws {
+        try self.key(key)
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: Int32, forKey key: Key) throws {
+        try self.key(key)
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: Int64, forKey key: Key) throws {
+        try self.key(key)
+        impl.writeInteger(value)
+    }
+
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)
+    mutating func encode(_ value: Int128, forKey key: Key) throws {
+        throw impl.unsupported("Int128")
+    }
+
+    mutating func encode(_ value: UInt, forKey key: Key) throws {
+        try self.key(key)
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: UInt8, forKey key: Key) throws {
+        try self.key(key)
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: UInt16, forKey key: Key) throws {
+        try self.key(key)
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: UInt32, forKey key: Key) throws {
+        try self.key(key)
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: UInt64, forKey key: Key) throws {
+        try self.key(key)
+        impl.writeInteger(value)
+    }
+
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)
+    mutating func encode(_ value: UInt128, forKey key: Key) throws {
+        throw impl.unsupported("UInt128")
+    }
+
+    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
+        try self.key(key)
+        try impl.encodeValue(value, key: key, extra: extra)
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(
+        keyedBy keyType: NestedKey.Type, forKey key: Key
+    ) -> KeyedEncodingContainer<NestedKey> {
+        do {
+            try self.key(key)
+        } catch {
+            return KeyedEncodingContainer(FastKeyedEncodingContainer<NestedKey>(impl: impl, id: 0, index: 0, extra: []))
+        }
+        let (id, index) = impl.openFrame(isObject: true)
+        return KeyedEncodingContainer(
+            FastKeyedEncodingContainer<NestedKey>(impl: impl, id: id, index: index, extra: extra + [key]))
+    }
+
+    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
+        do {
+            try self.key(key)
+        } catch {
+            return FastUnkeyedEncodingContainer(impl: impl, id: 0, index: 0, extra: [])
+        }
+        let (id, index) = impl.openFrame(isObject: false)
+        return FastUnkeyedEncodingContainer(impl: impl, id: id, index: index, extra: extra + [key])
+    }
+
+    mutating func superEncoder() -> any Encoder {
+        _ = impl.unsupported("superEncoder")
+        return impl
+    }
+
+    mutating func superEncoder(forKey key: Key) -> any Encoder {
+        _ = impl.unsupported("superEncoder")
+        return impl
+    }
+}
+
+/// An unkeyed container: the array `id`, at `index` in the stack of open containers.
+struct FastUnkeyedEncodingContainer: UnkeyedEncodingContainer {
+    let impl: FastJSONEncoderImpl
+    private let id: Int32
+    private let index: Int32
+    /// The keys of the nested containers between the value that owns this container and it.
+    private let extra: [any CodingKey]
+
+    init(impl: FastJSONEncoderImpl, id: Int, index: Int, extra: [any CodingKey]) {
+        self.impl = impl
+        self.id = Int32(truncatingIfNeeded: id)
+        self.index = Int32(truncatingIfNeeded: index)
+        self.extra = extra
+    }
+
+    var codingPath: [any CodingKey] { impl.path + extra }
+
+    var count: Int {
+        let index = Int(index)
+        guard index < impl.frames.count, Int32(truncatingIfNeeded: impl.frames[index].id) == id else { return 0 }
+        return impl.frames[index].count
+    }
+
+    @inline(__always)
+    private func next() throws {
+        try impl.activate(id: id, index: Int(index))
+        impl.nextElement(frameIndex: Int(index))
+    }
+
+    mutating func encodeNil() throws {
+        try next()
+        impl.writeNull()
+    }
+
+    mutating func encode(_ value: Bool) throws {
+        try next()
+        impl.writeBool(value)
+    }
+
+    mutating func encode(_ value: String) throws {
+        try next()
+        impl.writeString(value)
+    }
+
+    mutating func encode(_ value: Double) throws {
+        try next()
+        try impl.writeDouble(value)
+    }
+
+    mutating func encode(_ value: Float) throws {
+        try next()
+        try impl.writeFloat(value)
+    }
+
+    mutating func encode(_ value: Int) throws {
+        try next()
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: Int8) throws {
+        try next()
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: Int16) throws {
+        try next()
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: Int32) throws {
+        try next()
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: Int64) throws {
+        try next()
+        impl.writeInteger(value)
+    }
+
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)
+    mutating func encode(_ value: Int128) throws {
+        throw impl.unsupported("Int128")
+    }
+
+    mutating func encode(_ value: UInt) throws {
+        try next()
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: UInt8) throws {
+        try next()
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: UInt16) throws {
+        try next()
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: UInt32) throws {
+        try next()
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: UInt64) throws {
+        try next()
+        impl.writeInteger(value)
+    }
+
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)
+    mutating func encode(_ value: UInt128) throws {
+        throw impl.unsupported("UInt128")
+    }
+
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        try next()
+        try impl.encodeValue(value, key: FastJSONKey(index: impl.frames[Int(index)].count - 1), extra: extra)
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<
+        NestedKey
+    > {
+        do {
+            try next()
+        } catch {
+            return KeyedEncodingContainer(FastKeyedEncodingContainer<NestedKey>(impl: impl, id: 0, index: 0, extra: []))
+        }
+        let elementKey = FastJSONKey(index: impl.frames[Int(index)].count - 1)
+        let (id, index) = impl.openFrame(isObject: true)
+        return KeyedEncodingContainer(
+            FastKeyedEncodingContainer<NestedKey>(impl: impl, id: id, index: index, extra: extra + [elementKey]))
+    }
+
+    mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
+        do {
+            try next()
+        } catch {
+            return FastUnkeyedEncodingContainer(impl: impl, id: 0, index: 0, extra: [])
+        }
+        let elementKey = FastJSONKey(index: impl.frames[Int(index)].count - 1)
+        let (id, index) = impl.openFrame(isObject: false)
+        return FastUnkeyedEncodingContainer(impl: impl, id: id, index: index, extra: extra + [elementKey])
+    }
+
+    mutating func superEncoder() -> any Encoder {
+        _ = impl.unsupported("superEncoder")
+        return impl
+    }
+}
+
+/// The single-value container of the value `valueID`: one value, written where that value goes.
+struct FastSingleValueEncodingContainer: SingleValueEncodingContainer {
+    let impl: FastJSONEncoderImpl
+    let valueID: Int
+
+    var codingPath: [any CodingKey] { impl.path }
+
+    @inline(__always)
+    private func claim() throws {
+        guard impl.valueID == valueID, impl.valueState == .empty else {
+            throw impl.unsupported("single value container used twice or out of order")
+        }
+        impl.valueState = .single
+    }
+
+    mutating func encodeNil() throws {
+        try claim()
+        impl.writeNull()
+    }
+
+    mutating func encode(_ value: Bool) throws {
+        try claim()
+        impl.writeBool(value)
+    }
+
+    mutating func encode(_ value: String) throws {
+        try claim()
+        impl.writeString(value)
+    }
+
+    mutating func encode(_ value: Double) throws {
+        try claim()
+        try impl.writeDouble(value)
+    }
+
+    mutating func encode(_ value: Float) throws {
+        try claim()
+        try impl.writeFloat(value)
+    }
+
+    mutating func encode(_ value: Int) throws {
+        try claim()
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: Int8) throws {
+        try claim()
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: Int16) throws {
+        try claim()
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: Int32) throws {
+        try claim()
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: Int64) throws {
+        try claim()
+        impl.writeInteger(value)
+    }
+
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)
+    mutating func encode(_ value: Int128) throws {
+        throw impl.unsupported("Int128")
+    }
+
+    mutating func encode(_ value: UInt) throws {
+        try claim()
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: UInt8) throws {
+        try claim()
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: UInt16) throws {
+        try claim()
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: UInt32) throws {
+        try claim()
+        impl.writeInteger(value)
+    }
+
+    mutating func encode(_ value: UInt64) throws {
+        try claim()
+        impl.writeInteger(value)
+    }
+
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)
+    mutating func encode(_ value: UInt128) throws {
+        throw impl.unsupported("UInt128")
+    }
+
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        try claim()
+        if try impl.encodeSpecial(value) { return }
+        // The value takes this value's place: encode it as a nested value without a key of its own.
+        let savedState = impl.valueState
+        let savedBase = impl.valueBase
+        let savedID = impl.valueID
+        impl.nextID += 1
+        impl.valueID = impl.nextID
+        impl.valueBase = impl.frames.count
+        impl.valueState = .empty
+        defer {
+            impl.valueBase = savedBase
+            impl.valueState = savedState
+            impl.valueID = savedID
+        }
+        try value.encode(to: impl)
+        impl.closeFrames(downTo: impl.valueBase)
+        if impl.valueState == .empty {
+            impl.bytes.append(UInt8(ascii: "{"))
+            impl.bytes.append(UInt8(ascii: "}"))
+        }
+    }
+}
