@@ -1,7 +1,12 @@
 import Foundation
 
 extension CouchDBClient {
-    /// Runs `operation` on the client's queue and returns its response.
+    /// Runs `operation` through the pipeline and returns its response.
+    ///
+    /// The same ``CouchOperationTask`` as on the client's queue, started directly: at most
+    /// ``Configuration/maximumConcurrentOperations`` async calls run at once (the others wait their
+    /// turn, in order, without a thread), and a call whose turn has come is prepared and sent from
+    /// the calling thread, with no hand-off to a queue's thread.
     ///
     /// Cancelling the calling task cancels the HTTP request (or the pending retry) at once.
     /// - Parameters:
@@ -13,6 +18,8 @@ extension CouchDBClient {
         async throws(CouchError) -> CouchResponse<Op.Response>
     {
         let box = Locked<CouchOperationTask<Op>?>(nil)
+        let slots = asyncSlots
+        let claim = SlotClaim()
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation {
                 (continuation: CheckedContinuation<Result<CouchResponse<Op.Response>, CouchError>, Never>) in
@@ -20,10 +27,19 @@ extension CouchDBClient {
                 // hops to this task's executor from there.
                 let task = makeTask(
                     building: { operation }, callbackQueue: nil, options: options,
-                    completion: { result in continuation.resume(returning: result) })
+                    completion: { result in
+                        if claim.finish() { slots.release() }
+                        continuation.resume(returning: result)
+                    })
                 box.withLock { $0 = task }
                 if Task.isCancelled { task.cancel() }
-                operationQueue.addOperation(task)
+                slots.acquire {
+                    if claim.take() {
+                        task.start()
+                    } else {
+                        slots.release()  // cancelled while waiting for its turn
+                    }
+                }
             }
         } onCancel: {
             box.current?.cancel()

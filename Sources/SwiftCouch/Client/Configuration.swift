@@ -113,7 +113,9 @@ public struct Configuration: Sendable {
     public var requestTimeout: TimeInterval = 60
     /// When requests are retried (429, optionally 5xx). Defaults to ``RetryPolicy/default``.
     public var retryPolicy: RetryPolicy = .default
-    /// How many operations the client's own queue runs at once. Defaults to 6.
+    /// How many operations the client's own queue runs at once, and (counted apart) how many
+    /// async calls (`execute`, `value`, the database handle) run at once; more wait their turn.
+    /// Defaults to 6.
     public var maximumConcurrentOperations: Int = 6
     /// How the client authenticates. Cookie and Basic use the client's credentials (and do
     /// nothing without them); IAM and bearer tokens carry their own secret. Defaults to

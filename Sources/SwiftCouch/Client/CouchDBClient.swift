@@ -25,6 +25,9 @@ public final class CouchDBClient: Sendable {
     public let operationQueue: OperationQueue
     /// Where completion handlers run.
     public let callbackQueue: DispatchQueue
+    /// The turns of the async calls (``execute(_:options:)``): at most
+    /// ``Configuration/maximumConcurrentOperations`` at once.
+    let asyncSlots: ExecutionSlots
 
     /// Creates a client.
     /// - Parameters:
@@ -50,6 +53,7 @@ public final class CouchDBClient: Sendable {
         queue.name = "SwiftCouch.CouchDBClient"
         queue.maxConcurrentOperationCount = max(1, configuration.maximumConcurrentOperations)
         self.operationQueue = queue
+        self.asyncSlots = ExecutionSlots(limit: configuration.maximumConcurrentOperations)
         self.callbackQueue = configuration.callbackQueue ?? DispatchQueue(label: "SwiftCouch.callbacks")
     }
 

@@ -180,7 +180,11 @@ extension JSONOperation {
     /// that keeps the status and the body.
     public func decodeResponse(_ data: Data, httpInfo: HTTPInfo) throws(CouchError) -> Response {
         do {
-            return try decoder.decode(Response.self, from: data)
+            let decoder = self.decoder
+            guard JSONDecoder.isCouchDefault(decoder) else { return try decoder.decode(Response.self, from: data) }
+            // The default decoder: FastJSON decodes the same values (Foundation's value or error
+            // for anything it does not cover), several times faster.
+            return try FastJSON.decode(Response.self, from: data, dateCoding: DateCoding.current)
         } catch {
             var couchError = CouchError.http(
                 status: httpInfo.statusCode, body: data, method: nil, path: nil, kind: .decoding)

@@ -170,32 +170,36 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     static func prepare(
         _ document: Document, index: Int, makeID: () -> String, into bytes: inout [UInt8], items: inout [Item]
     ) -> DocumentError? {
-        let body: Data
+        let start = bytes.count
         do {
-            body = try JSONBody.document(document)
+            // Straight into the batch's buffer: no `Data` per document.
+            try JSONBody.appendDocument(document, to: &bytes)
         } catch {
             let message = (error as? CouchError)?.message ?? "\(error)"
             return DocumentError(id: nil, rev: nil, error: "bad_request", reason: message)
         }
         // `_id` and `_rev` are read from the encoded bytes (no second decode of the document).
-        guard let meta = TopLevelStrings.find(["_id", "_rev"], in: body) else {
+        let meta = bytes.withUnsafeBufferPointer { all in
+            TopLevelStrings.find(["_id", "_rev"], in: UnsafeBufferPointer(rebasing: all[start...]))
+        }
+        guard let meta else {
+            bytes.removeSubrange(start...)
             return DocumentError(id: nil, rev: nil, error: "bad_request", reason: "_id and _rev must be strings.")
         }
-        let start = bytes.count
         guard let id = meta[0] else {
             let id = makeID()
-            let empty = body.dropFirst().first { !(" \n\r\t".utf8.contains($0)) } == UInt8(ascii: "}")
-            bytes.append(contentsOf: #"{"_id":"#.utf8)
-            bytes.append(contentsOf: JSONBody.stringLiteral(id).utf8)
-            if !empty { bytes.append(UInt8(ascii: ",")) }
-            bytes.append(contentsOf: body.dropFirst())
+            let empty = bytes[(start + 1)...].first { !(" \n\r\t".utf8.contains($0)) } == UInt8(ascii: "}")
+            var member = Array(#""_id":"#.utf8)
+            member.append(contentsOf: JSONBody.stringLiteral(id).utf8)
+            if !empty { member.append(UInt8(ascii: ",")) }
+            bytes.insert(contentsOf: member, at: start + 1)
             items.append(Item(index: index, id: id, parentRevision: meta[1], range: start..<bytes.count))
             return nil
         }
         if let refusal = refusal(ofID: id) {
+            bytes.removeSubrange(start...)
             return DocumentError(id: id, rev: nil, error: "illegal_docid", reason: refusal)
         }
-        bytes.append(contentsOf: body)
         items.append(Item(index: index, id: id, parentRevision: meta[1], range: start..<bytes.count))
         return nil
     }

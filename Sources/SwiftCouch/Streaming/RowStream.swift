@@ -85,11 +85,11 @@ public final class CouchRowStream<Row: Decodable & Sendable>: AsyncSequence, Sen
     init(
         start: @escaping @Sendable (any StreamReceiver, (RequestHandle) -> Void) -> Void, rowsKey: String?,
         lineDelimited: Bool,
-        bufferSize: Int, decoder: JSONDecoder, preflightError: CouchError?
+        bufferSize: Int, decoder: JSONDecoder, dateCoding: DateCoding = .iso8601, preflightError: CouchError?
     ) {
         state = RowStreamState(
             start: start, rowsKey: rowsKey, lineDelimited: lineDelimited, bufferSize: Swift.max(2, bufferSize),
-            decoder: decoder, preflightError: preflightError)
+            decoder: decoder, dateCoding: dateCoding, preflightError: preflightError)
     }
 
     /// The response's top-level members other than the rows, as free-form JSON.
@@ -202,6 +202,10 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
     private let start: @Sendable (any StreamReceiver, (RequestHandle) -> Void) -> Void
     private let bufferSize: Int
     private let decoder: JSONDecoder
+    /// The rows' decoder when `decoder` is the default one: one ``FastJSONDecoder`` for the whole
+    /// stream, reading each row in place in the chunk (Foundation's decoder only for a row it does
+    /// not cover, which then gives Foundation's exact value or error).
+    private var fastDecoder: FastJSONDecoder?
     private let preflightError: CouchError?
     private var parser: RowFraming
     private var errorBody: Data?
@@ -209,13 +213,22 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
     init(
         start: @escaping @Sendable (any StreamReceiver, (RequestHandle) -> Void) -> Void, rowsKey: String?,
         lineDelimited: Bool,
-        bufferSize: Int, decoder: JSONDecoder, preflightError: CouchError?
+        bufferSize: Int, decoder: JSONDecoder, dateCoding: DateCoding, preflightError: CouchError?
     ) {
         self.start = start
         self.bufferSize = bufferSize
         self.decoder = decoder
+        self.fastDecoder = JSONDecoder.isCouchDefault(decoder) ? FastJSONDecoder(dateCoding: dateCoding) : nil
         self.preflightError = preflightError
         self.parser = RowFraming(rowsKey: rowsKey, lineDelimited: lineDelimited)
+    }
+
+    /// One row from its bytes.
+    private func decodeRow(_ bytes: UnsafeRawBufferPointer) throws -> Row {
+        if fastDecoder != nil, let row = try? fastDecoder!.decode(Row.self, from: bytes, range: 0..<bytes.count) {
+            return row
+        }
+        return try decoder.decode(Row.self, from: Data(bytes))
     }
 
     /// The most rows the consumer takes at once: half the buffer, so the transfer can refill the
@@ -333,7 +346,7 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
             try parser.feed(chunk) { element in
                 guard failure == nil else { return }
                 do {
-                    decoded.append(try decoder.decode(Row.self, from: Data(element)))
+                    decoded.append(try decodeRow(element))
                 } catch {
                     // Quoted as transcripts are: passwords, keys and tokens redacted.
                     let text = Redaction.redact(String(decoding: element.prefix(500), as: UTF8.self))
@@ -457,7 +470,8 @@ extension CouchDBClient {
                 session.stream(
                     prepared.request, isIdempotent: prepared.isIdempotent, receiver: receiver, beforeStart: attach)
             }, rowsKey: operation.rowsKey, lineDelimited: operation.isLineDelimited, bufferSize: bufferSize,
-            decoder: DateCoding.with(session.configuration.dateCoding) { JSONDecoder.couch }, preflightError: nil)
+            decoder: DateCoding.with(session.configuration.dateCoding) { JSONDecoder.couch },
+            dateCoding: session.configuration.dateCoding, preflightError: nil)
     }
 }
 

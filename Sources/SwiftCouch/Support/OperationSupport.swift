@@ -12,25 +12,37 @@ enum JSONBody {
         return encoder
     }
 
-    /// The shared encoder for the date coding in effect.
-    static var encoder: JSONEncoder { encoders[DateCoding.current.index] }
+    /// The shared Foundation encoder for `coding`: what ``FastJSON`` falls back to for anything its
+    /// own encoder does not write exactly as this one would.
+    static func foundationEncoder(for coding: DateCoding) -> JSONEncoder { encoders[coding.index] }
 
-    /// The shared encoder for `coding` (the fast encoder's fallback, `FastJSON`).
-    static func foundationEncoder(for coding: DateCoding) -> JSONEncoder { encoders[coding]! }
-
-    /// The JSON text of `value`.
+    /// The JSON text of `value` (``FastJSON``: written straight into one buffer; Foundation's
+    /// encoder for what it does not cover), dates as the client in effect says.
     static func encode<Value: Encodable>(_ value: Value) throws -> Data {
-        try encoder.encode(value)
+        try FastJSON.encode(value, dateCoding: DateCoding.current)
     }
 
     /// A document body: the JSON text of `document`, which must be a JSON object, as CouchDB insists.
     static func document<T: Encodable>(_ document: T) throws -> Data {
         let body = try encode(document)
-        guard body.first == UInt8(ascii: "{") else {
-            throw CouchError.serialisation(
-                "A document must encode to a JSON object, not \(T.self) as a scalar or array.")
-        }
+        guard body.first == UInt8(ascii: "{") else { throw notAnObject(T.self) }
         return body
+    }
+
+    /// Appends the JSON text of `document` (which must be a JSON object) to `bytes`: many
+    /// documents encoded into one buffer, with no `Data` per document. `bytes` is left as it was
+    /// when this throws.
+    static func appendDocument<T: Encodable>(_ document: T, to bytes: inout [UInt8]) throws {
+        let start = bytes.count
+        try FastJSON.encode(document, dateCoding: DateCoding.current, into: &bytes)
+        guard bytes.count > start, bytes[start] == UInt8(ascii: "{") else {
+            bytes.removeSubrange(start...)
+            throw notAnObject(T.self)
+        }
+    }
+
+    private static func notAnObject(_ type: Any.Type) -> CouchError {
+        CouchError.serialisation("A document must encode to a JSON object, not \(type) as a scalar or array.")
     }
 
     /// A JSON string literal for `value` (`"a\"b"`), for query parameters.

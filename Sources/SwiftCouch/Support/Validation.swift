@@ -13,13 +13,11 @@ public enum CouchValidation {
         guard name.utf8.count <= 238 else {
             throw CouchError.validation("Database name '\(name.prefix(40))…' is longer than 238 characters.")
         }
-        let bytes = Array(name.utf8)
-        guard (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(bytes[0]) else {
+        guard let first = name.utf8.first, (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(first) else {
             throw CouchError.validation(
                 "Database name '\(name)' must start with a lowercase letter (a-z).")
         }
-        let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789_$()+-/".utf8)
-        if let bad = name.unicodeScalars.first(where: { $0.value > 127 || !allowed.contains(UInt8($0.value)) }) {
+        if let bad = name.unicodeScalars.first(where: { $0.value > 127 || !databaseNameBytes[Int($0.value)] }) {
             throw CouchError.validation(
                 "Database name '\(name)' contains '\(bad)'; only a-z, 0-9 and _ $ ( ) + - / are allowed.")
         }
@@ -73,15 +71,29 @@ public enum CouchValidation {
     /// Refuses a header whose name is not an HTTP token, or whose value holds CR, LF or NUL (which
     /// would end the header early and let the rest be read as another header or request).
     public static func validateHeader(name: String, value: String) throws(CouchError) {
-        let tokenCharacters = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
-        guard !name.isEmpty, name.utf8.allSatisfy({ tokenCharacters.contains($0) }) else {
+        guard !name.isEmpty, name.utf8.allSatisfy({ $0 < 128 && tokenBytes[Int($0)] }) else {
             throw CouchError.validation(
                 "Header name '\(name.debugDescription.dropFirst().dropLast())' is not an HTTP token.")
         }
-        if value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) {
+        if value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) {
             throw CouchError.validation(
                 "The value of header '\(name)' contains CR, LF or NUL; it is refused (header injection).")
         }
+    }
+}
+
+extension CouchValidation {
+    /// The ASCII bytes allowed in a database name after its first letter, as a table (checked for
+    /// every request: no set is built per call).
+    fileprivate static let databaseNameBytes = asciiTable("abcdefghijklmnopqrstuvwxyz0123456789_$()+-/")
+    /// The bytes of an HTTP token (a header name).
+    fileprivate static let tokenBytes = asciiTable(
+        "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+    private static func asciiTable(_ allowed: String) -> [Bool] {
+        var table = [Bool](repeating: false, count: 128)
+        for byte in allowed.utf8 { table[Int(byte)] = true }
+        return table
     }
 }
 

@@ -1,7 +1,8 @@
 import Foundation
-import SwiftCouch
 import SwiftCouchTesting
 import Testing
+
+@testable import SwiftCouch
 
 @Suite("Operations on OperationQueues: dependencies, lazy builders, blocking and async use")
 struct QueueTests {
@@ -75,6 +76,64 @@ struct QueueTests {
         client.operationQueue.addOperations(tasks, waitUntilFinished: true)
         #expect(inFlight.count == 12)
         #expect(inFlight.all.max()! <= 3)
+    }
+
+    @Test("Async calls run at most maximumConcurrentOperations at once; the others wait their turn and all complete")
+    func asyncConcurrencyLimit() async throws {
+        let inFlight = EventLog<Int>()
+        let counter = Counter()
+        let transport = SimulatedTransport(responder: { _ in
+            inFlight.append(counter.increment())
+            Thread.sleep(forTimeInterval: 0.01)
+            counter.decrement()
+            return .json(200, #"{"couchdb":"Welcome","version":"3.5.0"}"#)
+        })
+        var configuration = Configuration()
+        configuration.maximumConcurrentOperations = 3
+        let client = Simulation.client(transport: transport, configuration: configuration)
+        defer { client.shutdown() }
+        let versions = try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<24 { group.addTask { try await client.value(GetServerInfoOperation()).version } }
+            var versions: [String] = []
+            for try await version in group { versions.append(version) }
+            return versions
+        }
+        #expect(versions.count == 24)
+        #expect(inFlight.count == 24)
+        #expect(inFlight.all.max()! <= 3)
+        #expect(client.asyncSlots.counts == (0, 0), "every slot given back")
+    }
+
+    @Test("An async call cancelled while waiting for its turn ends at once, sends nothing and gives its turn back")
+    func asyncCancelledWhileWaiting() async throws {
+        let transport = SimulatedTransport(responder: { request in
+            .json(200, #"{"couchdb":"Welcome","version":"3.5.0"}"#, delay: request.url.path == "/slow" ? 0.5 : 0)
+        })
+        struct Slow: JSONOperation {
+            typealias Response = ServerInfo
+            var endpoint: CouchPath { CouchPath("slow") }
+        }
+        var configuration = Configuration()
+        configuration.maximumConcurrentOperations = 1
+        let client = Simulation.client(transport: transport, configuration: configuration)
+        defer { client.shutdown() }
+        let slow = Task { try await client.value(Slow()) }
+        for _ in 0..<500 where transport.requests.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+        let waiting = Task { try await client.value(GetServerInfoOperation()) }
+        for _ in 0..<500 where client.asyncSlots.counts.waiting == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        waiting.cancel()
+        let cancelled = await waiting.result
+        guard case .failure(let error as CouchError) = cancelled else {
+            Issue.record("expected a cancellation")
+            return
+        }
+        #expect(error.kind == .cancelled)
+        #expect(!error.isOutcomeUnknown, "it was never sent")
+        _ = try await slow.value
+        // Its turn came and went: the slot is free again and the next call runs.
+        #expect(try await client.value(GetServerInfoOperation()).version == "3.5.0")
+        #expect(transport.requests.map(\.path) == ["/slow", "/"])
+        #expect(client.asyncSlots.counts == (0, 0))
     }
 
     @Test("executeAndWait from a background thread does not deadlock while the client's queue is full")

@@ -78,20 +78,22 @@ public struct BulkDocsOperation<Document: Encodable & Sendable>: JSONOperation {
     }
 
     public mutating func serialise() throws {
-        var out = Data("{\"docs\":[".utf8)
+        // Every document encoded straight into one buffer: no `Data` per document.
+        var out = Array(#"{"docs":["#.utf8)
+        out.reserveCapacity(documents.count * 256)
         for (index, document) in documents.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             do {
-                out.append(try JSONBody.document(document))
+                try JSONBody.appendDocument(document, to: &out)
             } catch let error as CouchError {
                 throw CouchError.serialisation("Document \(index): \(error.message)")
             }
         }
-        out.append(Data("]".utf8))
-        if !newEdits { out.append(Data(",\"new_edits\":false".utf8)) }
-        if allOrNothing { out.append(Data(",\"all_or_nothing\":true".utf8)) }
-        out.append(Data("}".utf8))
-        body = out
+        out.append(UInt8(ascii: "]"))
+        if !newEdits { out.append(contentsOf: #","new_edits":false"#.utf8) }
+        if allOrNothing { out.append(contentsOf: #","all_or_nothing":true"#.utf8) }
+        out.append(UInt8(ascii: "}"))
+        body = Data(out)
     }
 
     public var endpoint: CouchPath { CouchPath(database, "_bulk_docs") }
