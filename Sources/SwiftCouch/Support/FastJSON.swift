@@ -106,23 +106,99 @@ enum FastJSON {
     }()
 }
 
-/// A coding key for an index in an unkeyed container or a member named at run time.
-struct FastJSONKey: CodingKey {
-    var stringValue: String
-    var intValue: Int?
+/// A growable byte buffer over manually managed memory, for the encoder's output: appending is a store
+/// and an increment (no uniqueness check or copy-on-write as with an array held by a class). The owner
+/// calls `deallocate()`.
+struct FastJSONBytes {
+    private(set) var base: UnsafeMutablePointer<UInt8>
+    private(set) var count = 0
+    private(set) var capacity: Int
 
-    init(stringValue: String) {
-        self.stringValue = stringValue
-        self.intValue = nil
+    init(capacity: Int) {
+        self.capacity = max(capacity, 16)
+        base = UnsafeMutablePointer<UInt8>.allocate(capacity: self.capacity)
     }
 
-    init(intValue: Int) {
-        self.stringValue = "\(intValue)"
-        self.intValue = intValue
+    func deallocate() { base.deallocate() }
+
+    var buffer: UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(start: base, count: count) }
+
+    @inline(__always)
+    mutating func reserve(_ extra: Int) {
+        if count + extra > capacity { grow(extra) }
     }
 
-    init(index: Int) {
-        self.stringValue = "Index \(index)"
-        self.intValue = index
+    @inline(never)
+    private mutating func grow(_ extra: Int) {
+        let newCapacity = max(capacity * 2, count + extra)
+        let newBase = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
+        newBase.update(from: base, count: count)
+        base.deallocate()
+        base = newBase
+        capacity = newCapacity
     }
+
+    /// Back to `count` bytes (and to a small allocation when a huge document made it grow).
+    mutating func truncate(to count: Int) {
+        self.count = count
+        if count == 0 && capacity > 1 << 22 {
+            base.deallocate()
+            capacity = 1024
+            base = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
+        }
+    }
+
+    @inline(__always)
+    mutating func append(_ byte: UInt8) {
+        reserve(1)
+        base[count] = byte
+        count += 1
+    }
+
+    @inline(__always)
+    mutating func append(_ a: UInt8, _ b: UInt8) {
+        reserve(2)
+        base[count] = a
+        base[count + 1] = b
+        count += 2
+    }
+
+    @inline(__always)
+    mutating func append(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let source = bytes.baseAddress, bytes.count > 0 else { return }
+        reserve(bytes.count)
+        (base + count).update(from: source, count: bytes.count)
+        count += bytes.count
+    }
+
+    @inline(__always)
+    mutating func append(_ text: StaticString) {
+        append(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    /// Writes at the end without checking capacity (after `reserve`).
+    @inline(__always)
+    mutating func appendReserved(_ byte: UInt8) {
+        base[count] = byte
+        count += 1
+    }
+}
+
+/// The key of an element of an unkeyed container, as Foundation names it ("Index 3"), made only when read.
+struct FastJSONIndexKey: CodingKey {
+    let index: Int
+    init(index: Int) { self.index = index }
+    init?(intValue: Int) { index = intValue }
+    init?(stringValue: String) { nil }
+    var stringValue: String { "Index \(index)" }
+    var intValue: Int? { index }
+}
+
+/// "No key": a value decoded in place (single-value containers, the top level) adds nothing to the path.
+struct FastJSONNoKey: CodingKey {
+    init() {}
+    init?(intValue: Int) { nil }
+    init?(stringValue: String) { nil }
+    var stringValue: String { "" }
+    var intValue: Int? { nil }
 }

@@ -88,6 +88,9 @@ struct FastJSONNumberNotRepresentable: Error {
 }
 
 /// The decoder's state: the input, its index, the value being decoded and the coding path.
+///
+/// The stored properties are `@exclusivity(unchecked)` (dynamic exclusivity checks dominated the profile):
+/// no access to them overlaps another; user code (`init(from:)`) runs only between accesses.
 final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
     typealias Token = FastJSONToken
 
@@ -108,13 +111,13 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
     @exclusivity(unchecked) var current = 0
     @exclusivity(unchecked) var path: [any CodingKey] = []
     /// Paths of nested containers, which the stack `path` does not hold (see `PathRef`).
-    var detachedPaths: [[any CodingKey]] = []
+    @exclusivity(unchecked) var detachedPaths: [[any CodingKey]] = []
     /// The object last searched and the member after the one found, where the next search starts.
     @exclusivity(unchecked) var hintObject = -1
     @exclusivity(unchecked) var hintMember = 0
-    var largeObjectIndexes: [Int: [UInt64]] = [:]
-    var scratch: [UInt8] = []
-    var failure: String?
+    @exclusivity(unchecked) var largeObjectIndexes: [Int: [UInt64]] = [:]
+    @exclusivity(unchecked) var scratch: [UInt8] = []
+    @exclusivity(unchecked) var failure: String?
 
     var codingPath: [any CodingKey] { path }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
@@ -167,7 +170,7 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
         current = 0
         let value: T
         do {
-            value = try decodeValue(type, token: 0, ref: 0, key: FastJSONKey?.none)
+            value = try decodeValue(type, token: 0, ref: 0, key: FastJSONNoKey())
         } catch {
             if let failure { throw FastJSON.Unsupported(failure) }
             throw error
@@ -185,9 +188,9 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
         return detachedPaths[Int(-ref - 1)]
     }
 
-    func codingPath<K: CodingKey>(_ ref: Int32, appending key: K?) -> [any CodingKey] {
+    func codingPath<K: CodingKey>(_ ref: Int32, appending key: K) -> [any CodingKey] {
         var result = codingPath(ref)
-        if let key { result.append(key) }
+        if K.self != FastJSONNoKey.self { result.append(key) }
         return result
     }
 
@@ -199,11 +202,11 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
 
     /// Runs `body` with `token` as the value being decoded and the path of the container `ref` plus `key`.
     @inline(__always)
-    func with<K: CodingKey, R>(token: Int, ref: Int32, key: K?, _ body: () throws -> R) throws -> R {
+    func with<K: CodingKey, R>(token: Int, ref: Int32, key: K, _ body: () throws -> R) throws -> R {
         let savedCurrent = current
         current = token
         defer { current = savedCurrent }
-        guard let key else { return try body() }
+        guard K.self != FastJSONNoKey.self else { return try body() }
         if ref >= 0, Int(ref) == path.count {
             path.append(key)
             defer { path.removeLast() }
@@ -228,7 +231,7 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
         }
     }
 
-    func mismatch<K: CodingKey>(_ type: Any.Type, token: Int, ref: Int32, key: K?) -> DecodingError {
+    func mismatch<K: CodingKey>(_ type: Any.Type, token: Int, ref: Int32, key: K) -> DecodingError {
         DecodingError.typeMismatch(
             type,
             DecodingError.Context(
@@ -236,7 +239,7 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
                 debugDescription: "Expected to decode \(type) but found \(describe(token)) instead."))
     }
 
-    func null<K: CodingKey>(_ type: Any.Type, ref: Int32, key: K?) -> DecodingError {
+    func null<K: CodingKey>(_ type: Any.Type, ref: Int32, key: K) -> DecodingError {
         DecodingError.valueNotFound(
             type,
             DecodingError.Context(
@@ -245,7 +248,7 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
     }
 
     @inline(__always)
-    func checkNotNull<K: CodingKey>(_ type: Any.Type, token: Int, ref: Int32, key: K?) throws {
+    func checkNotNull<K: CodingKey>(_ type: Any.Type, token: Int, ref: Int32, key: K) throws {
         if tokens[token].kind == .null { throw null(type, ref: ref, key: key) }
     }
 
@@ -253,7 +256,7 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
 
     /// The value of `type` at `token`, as Foundation's `unwrap`: the special types, then `init(from:)`.
     @inline(__always)
-    func decodeValue<T: Decodable, K: CodingKey>(_ type: T.Type, token: Int, ref: Int32, key: K?) throws -> T {
+    func decodeValue<T: Decodable, K: CodingKey>(_ type: T.Type, token: Int, ref: Int32, key: K) throws -> T {
         if T.self == String.self {
             return unsafeBitCast(try string(token: token, ref: ref, key: key), to: T.self)
         } else if T.self == Int.self {
@@ -276,13 +279,13 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
         return try with(token: token, ref: ref, key: key) { try T(from: self) }
     }
 
-    func bool<K: CodingKey>(token: Int, ref: Int32, key: K?) throws -> Bool {
+    func bool<K: CodingKey>(token: Int, ref: Int32, key: K) throws -> Bool {
         let value = tokens[token]
         guard value.kind == .bool else { throw mismatch(Bool.self, token: token, ref: ref, key: key) }
         return value.flags & Self.trueFlag != 0
     }
 
-    func string<K: CodingKey>(token: Int, ref: Int32, key: K?) throws -> String {
+    func string<K: CodingKey>(token: Int, ref: Int32, key: K) throws -> String {
         let value = tokens[token]
         guard value.kind == .string else {
             if value.kind == .null { throw null(String.self, ref: ref, key: key) }
@@ -302,7 +305,8 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
     }
 
     /// An integer as Foundation reads one: the digits exactly, else through a `Double` when that is exact.
-    func integer<T: FixedWidthInteger, K: CodingKey>(_ type: T.Type, token: Int, ref: Int32, key: K?) throws -> T {
+    @inline(__always)
+    func integer<T: FixedWidthInteger, K: CodingKey>(_ type: T.Type, token: Int, ref: Int32, key: K) throws -> T {
         let value = tokens[token]
         guard value.kind == .number else {
             if value.kind == .null { throw null(T.self, ref: ref, key: key) }
@@ -341,7 +345,12 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
         } else if T.bitWidth > 64 {
             throw unsupported("128-bit integer")
         }
-        // Foundation's slow path: through a Double, when that is exact and below 2^53.
+        return try integerSlowPath(T.self, start: start, end: end)
+    }
+
+    /// Foundation's slow path for integers: through a Double when that is exact below 2^53, else a Decimal.
+    @inline(never)
+    func integerSlowPath<T: FixedWidthInteger>(_ type: T.Type, start: Int, end: Int) throws -> T {
         let text = String(decoding: UnsafeBufferPointer(start: base + start, count: end - start), as: UTF8.self)
         guard let double = Double(text) else { throw unsupported("number '\(text)'") }
         guard let result = T(exactly: double) else { throw FastJSONNumberNotRepresentable(text: text) }
@@ -420,7 +429,7 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
     ]
 
     /// A Double as `strtod` reads it; an overflow to infinity or an underflow to zero throws, as in Foundation.
-    func double<K: CodingKey>(token: Int, ref: Int32, key: K?) throws -> Double {
+    func double<K: CodingKey>(token: Int, ref: Int32, key: K) throws -> Double {
         let value = tokens[token]
         guard value.kind == .number else {
             if value.kind == .null { throw null(Double.self, ref: ref, key: key) }
@@ -442,7 +451,7 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
         return result
     }
 
-    func float<K: CodingKey>(token: Int, ref: Int32, key: K?) throws -> Float {
+    func float<K: CodingKey>(token: Int, ref: Int32, key: K) throws -> Float {
         let value = tokens[token]
         guard value.kind == .number else {
             if value.kind == .null { throw null(Float.self, ref: ref, key: key) }
@@ -464,7 +473,7 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
         return result
     }
 
-    func date<K: CodingKey>(token: Int, ref: Int32, key: K?) throws -> Date {
+    func date<K: CodingKey>(token: Int, ref: Int32, key: K) throws -> Date {
         try checkNotNull(Date.self, token: token, ref: ref, key: key)
         switch dateCoding {
         case .iso8601:
@@ -485,14 +494,14 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
         }
     }
 
-    func data<K: CodingKey>(token: Int, ref: Int32, key: K?) throws -> Data {
+    func data<K: CodingKey>(token: Int, ref: Int32, key: K) throws -> Data {
         try checkNotNull(Data.self, token: token, ref: ref, key: key)
         let text = try string(token: token, ref: ref, key: key)
         guard let data = Data(base64Encoded: text) else { throw unsupported("Data that is not base64") }
         return data
     }
 
-    func url<K: CodingKey>(token: Int, ref: Int32, key: K?) throws -> URL {
+    func url<K: CodingKey>(token: Int, ref: Int32, key: K) throws -> URL {
         try checkNotNull(URL.self, token: token, ref: ref, key: key)
         let text = try string(token: token, ref: ref, key: key)
         guard let url = URL(string: text) else {
@@ -694,7 +703,7 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
     // MARK: SingleValueDecodingContainer
 
     private var ref: Int32 { Int32(path.count) }
-    private var noKey: FastJSONKey? { nil }
+    private var noKey: FastJSONNoKey { FastJSONNoKey() }
 
     func decodeNil() -> Bool { tokens[current].kind == .null }
     func decode(_ type: Bool.Type) throws -> Bool { try bool(token: current, ref: ref, key: noKey) }
@@ -881,7 +890,7 @@ struct FastUnkeyedDecodingContainer: UnkeyedDecodingContainer {
     var count: Int? { Int(impl.tokens[Int(array)].aux) }
     var isAtEnd: Bool { index >= impl.tokens[Int(array)].aux }
     var currentIndex: Int { Int(index) }
-    private var indexKey: FastJSONKey? { FastJSONKey(index: Int(index)) }
+    private var indexKey: FastJSONIndexKey { FastJSONIndexKey(index: Int(index)) }
 
     /// The next element's token, or Foundation's error at the end.
     @inline(__always)
@@ -890,7 +899,8 @@ struct FastUnkeyedDecodingContainer: UnkeyedDecodingContainer {
             throw DecodingError.valueNotFound(
                 type,
                 DecodingError.Context(
-                    codingPath: impl.codingPath(ref) + [FastJSONKey(index: Int(index))], debugDescription: message))
+                    codingPath: impl.codingPath(ref) + [FastJSONIndexKey(index: Int(index))], debugDescription: message)
+            )
         }
         return Int(cursor)
     }
@@ -1004,7 +1014,7 @@ struct FastUnkeyedDecodingContainer: UnkeyedDecodingContainer {
     /// Foundation's `decodeIfPresent`: nil at the end or for null, and the index moves on either way.
     @inline(__always)
     private mutating func ifPresent<T>(
-        _ body: (FastJSONDecoderImpl, Int, Int32, FastJSONKey?) throws -> T
+        _ body: (FastJSONDecoderImpl, Int, Int32, FastJSONIndexKey) throws -> T
     ) throws -> T? {
         var result: T?
         if let token = nextIfPresent(), impl.tokens[token].kind != .null {
@@ -1018,7 +1028,7 @@ struct FastUnkeyedDecodingContainer: UnkeyedDecodingContainer {
         -> KeyedDecodingContainer<NestedKey>
     {
         let token = try next(KeyedDecodingContainer<NestedKey>.self)
-        let nested = impl.detach(impl.codingPath(ref) + [FastJSONKey(index: Int(index))])
+        let nested = impl.detach(impl.codingPath(ref) + [FastJSONIndexKey(index: Int(index))])
         let container = try impl.keyedContainer(NestedKey.self, token: token, ref: nested)
         advance()
         return KeyedDecodingContainer(container)
@@ -1027,7 +1037,7 @@ struct FastUnkeyedDecodingContainer: UnkeyedDecodingContainer {
     mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
         let token = try next(
             (any UnkeyedDecodingContainer).self, "Cannot get nested unkeyed container -- unkeyed container is at end.")
-        let nested = impl.detach(impl.codingPath(ref) + [FastJSONKey(index: Int(index))])
+        let nested = impl.detach(impl.codingPath(ref) + [FastJSONIndexKey(index: Int(index))])
         let container = try impl.unkeyedContainer(token: token, ref: nested)
         advance()
         return container

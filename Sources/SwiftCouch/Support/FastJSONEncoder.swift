@@ -17,24 +17,26 @@ struct FastJSONEncoder {
 
     /// Appends the JSON text of `value` to `buffer`; on an error `buffer` is left as it was.
     func encode<T: Encodable>(_ value: T, into buffer: inout [UInt8]) throws {
-        let mark = buffer.count
-        swap(&impl.bytes, &buffer)
-        defer { swap(&impl.bytes, &buffer) }
+        defer { impl.bytes.truncate(to: 0) }
         do {
             try impl.encodeTopLevel(value)
         } catch {
-            impl.bytes.removeSubrange(mark...)
             impl.reset()
             throw error
         }
+        buffer.append(contentsOf: impl.bytes.buffer)
     }
 
     /// The JSON text of `value`.
     func encode<T: Encodable>(_ value: T) throws -> Data {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(256)
-        try encode(value, into: &bytes)
-        return Data(bytes)
+        defer { impl.bytes.truncate(to: 0) }
+        do {
+            try impl.encodeTopLevel(value)
+        } catch {
+            impl.reset()
+            throw error
+        }
+        return Data(buffer: impl.bytes.buffer)
     }
 
     /// The JSON text of `value`, with a new encoder.
@@ -50,6 +52,9 @@ struct FastJSONEncoder {
 
 /// The encoder's state: the output, the open containers (a stack, closed as soon as an outer one is
 /// written to again), the keys of the open objects (to refuse a key written twice) and the coding path.
+///
+/// The stored properties are `@exclusivity(unchecked)`: dynamic exclusivity checks were ~40% of the time, and
+/// no access to them overlaps another (no user code runs while one is open; `encode(to:)` is called between).
 final class FastJSONEncoderImpl: Encoder {
     /// An open object or array.
     struct Frame {
@@ -82,18 +87,18 @@ final class FastJSONEncoderImpl: Encoder {
     static let linearKeys = 24
 
     let dateCoding: DateCoding
-    var bytes: [UInt8] = []
-    var frames: [Frame] = []
-    var keys: [WrittenKey] = []
-    var nextID = 1
+    @exclusivity(unchecked) var bytes = FastJSONBytes(capacity: 256)
+    @exclusivity(unchecked) var frames: [Frame] = []
+    @exclusivity(unchecked) var keys: [WrittenKey] = []
+    @exclusivity(unchecked) var nextID = 1
     /// The frames below this index belong to values around the one being encoded.
-    var valueBase = 0
-    var valueState = ValueState.empty
+    @exclusivity(unchecked) var valueBase = 0
+    @exclusivity(unchecked) var valueState = ValueState.empty
     /// Identifies the value being encoded, so a stale single-value container is noticed.
-    var valueID = 0
-    var path: [any CodingKey] = []
+    @exclusivity(unchecked) var valueID = 0
+    @exclusivity(unchecked) var path: [any CodingKey] = []
     /// Set by anything unsupported, including in calls that cannot throw; checked at the end.
-    var failure: String?
+    @exclusivity(unchecked) var failure: String?
 
     var codingPath: [any CodingKey] { path }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
@@ -103,6 +108,10 @@ final class FastJSONEncoderImpl: Encoder {
         frames.reserveCapacity(8)
         keys.reserveCapacity(32)
         path.reserveCapacity(8)
+    }
+
+    deinit {
+        bytes.deallocate()
     }
 
     func reset() {
@@ -157,8 +166,7 @@ final class FastJSONEncoderImpl: Encoder {
         try value.encode(to: self)
         closeFrames(downTo: valueBase)
         if valueState == .empty {
-            bytes.append(UInt8(ascii: "{"))
-            bytes.append(UInt8(ascii: "}"))
+            bytes.append(UInt8(ascii: "{"), UInt8(ascii: "}"))
         }
     }
 
@@ -195,25 +203,19 @@ final class FastJSONEncoderImpl: Encoder {
 
     @inline(__always)
     func writeBool(_ value: Bool) {
-        if value {
-            bytes.append(contentsOf: [UInt8(ascii: "t"), UInt8(ascii: "r"), UInt8(ascii: "u"), UInt8(ascii: "e")])
-        } else {
-            bytes.append(contentsOf: [
-                UInt8(ascii: "f"), UInt8(ascii: "a"), UInt8(ascii: "l"), UInt8(ascii: "s"), UInt8(ascii: "e"),
-            ])
-        }
+        bytes.append(value ? "true" : "false")
     }
 
     @inline(__always)
     func writeNull() {
-        bytes.append(contentsOf: [UInt8(ascii: "n"), UInt8(ascii: "u"), UInt8(ascii: "l"), UInt8(ascii: "l")])
+        bytes.append("null")
     }
 
     /// Decimal digits, as `description` writes them.
     func writeInteger<I: FixedWidthInteger>(_ value: I) {
         if I.bitWidth > 64 {
             var text = value.description
-            text.withUTF8 { bytes.append(contentsOf: $0) }
+            text.withUTF8 { bytes.append($0) }
             return
         }
         var magnitude: UInt64
@@ -235,7 +237,7 @@ final class FastJSONEncoderImpl: Encoder {
                 digits[index] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: remainder)
                 magnitude = quotient
             }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[index..<20]))
+            bytes.append(UnsafeBufferPointer(rebasing: digits[index..<20]))
         }
     }
 
@@ -267,7 +269,7 @@ final class FastJSONEncoderImpl: Encoder {
             if count >= 2, utf8[count - 2] == UInt8(ascii: "."), utf8[count - 1] == UInt8(ascii: "0") {
                 count -= 2
             }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[0..<count]))
+            bytes.append(UnsafeBufferPointer(rebasing: utf8[0..<count]))
         }
     }
 
@@ -288,40 +290,44 @@ final class FastJSONEncoderImpl: Encoder {
     }
 
     func writeStringBytes(_ utf8: UnsafeBufferPointer<UInt8>) {
-        bytes.append(UInt8(ascii: "\""))
+        let count = utf8.count
+        bytes.reserve(count + 2)
+        bytes.appendReserved(UInt8(ascii: "\""))
         guard let base = utf8.baseAddress else {
-            bytes.append(UInt8(ascii: "\""))
+            bytes.appendReserved(UInt8(ascii: "\""))
             return
         }
-        let count = utf8.count
         var mark = 0
         var index = 0
         while index < count {
+            if index + 8 <= count,
+                FastJSONParser.isPlainOrUTF8(UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
+            {
+                index += 8
+                continue
+            }
             let byte = base[index]
             if byte >= 0x20 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") {
                 index += 1
                 continue
             }
-            if index > mark { bytes.append(contentsOf: UnsafeBufferPointer(start: base + mark, count: index - mark)) }
-            bytes.append(UInt8(ascii: "\\"))
+            bytes.append(UnsafeBufferPointer(start: base + mark, count: index - mark))
             switch byte {
-            case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\""))
-            case UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\"))
-            case 0x08: bytes.append(UInt8(ascii: "b"))
-            case 0x0C: bytes.append(UInt8(ascii: "f"))
-            case 0x0A: bytes.append(UInt8(ascii: "n"))
-            case 0x0D: bytes.append(UInt8(ascii: "r"))
-            case 0x09: bytes.append(UInt8(ascii: "t"))
+            case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\\"), UInt8(ascii: "\""))
+            case UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\"), UInt8(ascii: "\\"))
+            case 0x08: bytes.append(UInt8(ascii: "\\"), UInt8(ascii: "b"))
+            case 0x0C: bytes.append(UInt8(ascii: "\\"), UInt8(ascii: "f"))
+            case 0x0A: bytes.append(UInt8(ascii: "\\"), UInt8(ascii: "n"))
+            case 0x0D: bytes.append(UInt8(ascii: "\\"), UInt8(ascii: "r"))
+            case 0x09: bytes.append(UInt8(ascii: "\\"), UInt8(ascii: "t"))
             default:
-                let hex = Self.hexDigits
-                bytes.append(contentsOf: [
-                    UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)],
-                ])
+                bytes.append("\\u00")
+                bytes.append(Self.hexDigits[Int(byte >> 4)], Self.hexDigits[Int(byte & 0xF)])
             }
             index += 1
             mark = index
         }
-        if index > mark { bytes.append(contentsOf: UnsafeBufferPointer(start: base + mark, count: index - mark)) }
+        bytes.append(UnsafeBufferPointer(start: base + mark, count: index - mark))
         bytes.append(UInt8(ascii: "\""))
     }
 
@@ -371,10 +377,8 @@ final class FastJSONEncoderImpl: Encoder {
         writeString(key)
         let count = bytes.count - start
         var hash: UInt32 = 2_166_136_261
-        bytes.withUnsafeBufferPointer { buffer in
-            for offset in start..<(start + count) {
-                hash = (hash ^ UInt32(buffer[offset])) &* 16_777_619
-            }
+        for offset in start..<(start + count) {
+            hash = (hash ^ UInt32(bytes.base[offset])) &* 16_777_619
         }
         let keysStart = frames[index].keysStart
         let existing = keys.count - keysStart
@@ -402,9 +406,7 @@ final class FastJSONEncoderImpl: Encoder {
 
     private func sameBytes(_ key: WrittenKey, start: Int, count: Int) -> Bool {
         guard key.count == count else { return false }
-        return bytes.withUnsafeBufferPointer { buffer in
-            memcmp(buffer.baseAddress! + key.start, buffer.baseAddress! + start, count) == 0
-        }
+        return memcmp(bytes.base + key.start, bytes.base + start, count) == 0
     }
 
     /// Writes `,` if needed before the next element of the array at `index`.
@@ -719,7 +721,7 @@ struct FastUnkeyedEncodingContainer: UnkeyedEncodingContainer {
 
     mutating func encode<T: Encodable>(_ value: T) throws {
         try next()
-        try impl.encodeValue(value, key: FastJSONKey(index: impl.frames[Int(index)].count - 1), extra: extra)
+        try impl.encodeValue(value, key: FastJSONIndexKey(index: impl.frames[Int(index)].count - 1), extra: extra)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<
@@ -730,7 +732,7 @@ struct FastUnkeyedEncodingContainer: UnkeyedEncodingContainer {
         } catch {
             return KeyedEncodingContainer(FastKeyedEncodingContainer<NestedKey>(impl: impl, id: 0, index: 0, extra: []))
         }
-        let elementKey = FastJSONKey(index: impl.frames[Int(index)].count - 1)
+        let elementKey = FastJSONIndexKey(index: impl.frames[Int(index)].count - 1)
         let (id, index) = impl.openFrame(isObject: true)
         return KeyedEncodingContainer(
             FastKeyedEncodingContainer<NestedKey>(impl: impl, id: id, index: index, extra: extra + [elementKey]))
@@ -742,7 +744,7 @@ struct FastUnkeyedEncodingContainer: UnkeyedEncodingContainer {
         } catch {
             return FastUnkeyedEncodingContainer(impl: impl, id: 0, index: 0, extra: [])
         }
-        let elementKey = FastJSONKey(index: impl.frames[Int(index)].count - 1)
+        let elementKey = FastJSONIndexKey(index: impl.frames[Int(index)].count - 1)
         let (id, index) = impl.openFrame(isObject: false)
         return FastUnkeyedEncodingContainer(impl: impl, id: id, index: index, extra: extra + [elementKey])
     }
@@ -872,8 +874,7 @@ struct FastSingleValueEncodingContainer: SingleValueEncodingContainer {
         try value.encode(to: impl)
         impl.closeFrames(downTo: impl.valueBase)
         if impl.valueState == .empty {
-            impl.bytes.append(UInt8(ascii: "{"))
-            impl.bytes.append(UInt8(ascii: "}"))
+            impl.bytes.append(UInt8(ascii: "{"), UInt8(ascii: "}"))
         }
     }
 }

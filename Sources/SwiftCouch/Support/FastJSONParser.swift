@@ -112,6 +112,10 @@ struct FastJSONParser {
         let start = index
         var escaped = false
         while true {
+            // Eight plain bytes at a time (no quote, backslash, control character or non-ASCII byte).
+            while index + 8 <= count, Self.isPlain(UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)) {
+                index += 8
+            }
             guard index < count else { throw invalid("unterminated string") }
             let byte = base[index]
             if byte == UInt8(ascii: "\"") { break }
@@ -142,6 +146,31 @@ struct FastJSONParser {
             Token(
                 start: Int32(start), end: Int32(end), next: Int32(tokens.count + 1), aux: hash, kind: .string,
                 flags: escaped ? FastJSONDecoderImpl.escapedFlag : 0))
+    }
+
+    /// Whether none of the eight bytes in `word` is `"`, `\`, below 0x20 or above 0x7F (SWAR; a false
+    /// "no" only sends the bytes through the exact byte-by-byte loop).
+    @inline(__always)
+    static func isPlain(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        let quote = word ^ (ones &* 0x22)
+        let backslash = word ^ (ones &* 0x5C)
+        let special =
+            ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- ones &* 0x20) & ~word) | word
+        return special & highs == 0
+    }
+
+    /// Whether none of the eight bytes in `word` is `"`, `\` or below 0x20 (bytes above 0x7F allowed).
+    @inline(__always)
+    static func isPlainOrUTF8(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        let quote = word ^ (ones &* 0x22)
+        let backslash = word ^ (ones &* 0x5C)
+        // Bytes at or above 0x80 are masked out of the below-0x20 test by `~word`.
+        let special = ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- ones &* 0x20) & ~word)
+        return special & highs == 0
     }
 
     @inline(__always)

@@ -734,6 +734,48 @@ struct FastJSONTests {
         }
     }
 
+    @Test("Errors from the fast path carry Foundation's coding path (keys, \"Index n\")")
+    func errorPaths() throws {
+        let inputs = [
+            #"[{"name":"a","values":[]},{"name":"b","values":[1,"x"]}]"#,
+            #"[{"name":"a","values":[]},{"values":[1]}]"#, #"[{"name":"a","values":null}]"#,
+            #"[{"name":"a","values":[1,2,null]}]"#,
+        ]
+        func path(_ error: any Error) -> [String] {
+            let context: DecodingError.Context?
+            switch error as? DecodingError {
+            case .typeMismatch(_, let c), .valueNotFound(_, let c), .keyNotFound(_, let c), .dataCorrupted(let c):
+                context = c
+            default: context = nil
+            }
+            return context?.codingPath.map { "\($0.stringValue)/\($0.intValue.map(String.init) ?? "-")" } ?? ["?"]
+        }
+        for json in inputs {
+            let data = Data(json.utf8)
+            let foundation = #expect(throws: DecodingError.self) { try JSONDecoder().decode([Inner].self, from: data) }
+            let fast = #expect(throws: DecodingError.self) {
+                try FastJSONDecoder.decode([Inner].self, from: data, dateCoding: .iso8601)
+            }
+            if let foundation, let fast {
+                #expect(path(fast) == path(foundation), "\(json)")
+                #expect("\(fast)".prefix(12) == "\(foundation)".prefix(12), "\(json)")
+            }
+        }
+    }
+
+    @Test("Deep nesting when encoding: fast up to 500 levels, Foundation's error beyond 512")
+    func deepEncoding() throws {
+        func nested(_ depth: Int) -> JSONValue {
+            var value = JSONValue.int(1)
+            for _ in 0..<depth { value = .array([value]) }
+            return value
+        }
+        try expectSameEncoding(nested(300))
+        try expectSameEncoding(nested(505), fast: false)
+        #expect(throws: (any Error).self) { try foundationEncoder(.iso8601).encode(nested(600)) }
+        #expect(throws: (any Error).self) { try FastJSON.encode(nested(600), dateCoding: .iso8601) }
+    }
+
     @Test("Malformed and unusual input: both throw, or both give the same value")
     func malformed() {
         let inputs = [
