@@ -231,12 +231,22 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
         }
     }
 
+    /// `"\(type)"`, without the runtime's type-name lookup for the types `JSONValue` tries in turn.
+    func name(_ type: Any.Type) -> String {
+        if type == Bool.self { return "Bool" }
+        if type == Int64.self { return "Int64" }
+        if type == Double.self { return "Double" }
+        if type == String.self { return "String" }
+        if type == Int.self { return "Int" }
+        return "\(type)"
+    }
+
     func mismatch<K: CodingKey>(_ type: Any.Type, token: Int, ref: Int32, key: K) -> DecodingError {
         DecodingError.typeMismatch(
             type,
             DecodingError.Context(
                 codingPath: codingPath(ref, appending: key),
-                debugDescription: "Expected to decode \(type) but found \(describe(token)) instead."))
+                debugDescription: "Expected to decode " + name(type) + " but found " + describe(token) + " instead."))
     }
 
     func null<K: CodingKey>(_ type: Any.Type, ref: Int32, key: K) -> DecodingError {
@@ -244,7 +254,7 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
             type,
             DecodingError.Context(
                 codingPath: codingPath(ref, appending: key),
-                debugDescription: "Cannot get value of type \(type) -- found null value instead"))
+                debugDescription: "Cannot get value of type " + name(type) + " -- found null value instead"))
     }
 
     @inline(__always)
