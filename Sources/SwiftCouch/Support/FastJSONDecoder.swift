@@ -9,8 +9,9 @@ import Foundation
 /// mismatch). It refuses — throws ``FastJSON/Unsupported`` and remembers it, so a `try?` in user code
 /// cannot hide it — whatever it does not reproduce exactly: JSON that is not strict RFC 8259 (Foundation
 /// takes trailing commas), invalid UTF-8, lone surrogates, nesting deeper than 500, `superDecoder`,
-/// `Decimal`, 128-bit integers, integers beyond 2^53 reached through a fraction or exponent. ``FastJSON``
-/// then decodes with Foundation. Not thread-safe: one decode at a time per instance.
+/// `Decimal`, 128-bit integers, a number with a fraction or exponent read as an integer beyond 2^53 with
+/// more than 19 significant digits. ``FastJSON`` then decodes with Foundation. Not thread-safe: one decode
+/// at a time per instance.
 struct FastJSONDecoder {
     private var impl: FastJSONDecoderImpl
 
