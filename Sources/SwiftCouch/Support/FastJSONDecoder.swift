@@ -9,8 +9,9 @@ import Foundation
 /// mismatch). It refuses — throws ``FastJSON/Unsupported`` and remembers it, so a `try?` in user code
 /// cannot hide it — whatever it does not reproduce exactly: JSON that is not strict RFC 8259 (Foundation
 /// takes trailing commas), invalid UTF-8, lone surrogates, nesting deeper than 500, `superDecoder`,
-/// `Decimal`, 128-bit integers, integers beyond 2^53 reached through a fraction or exponent. ``FastJSON``
-/// then decodes with Foundation. Not thread-safe: one decode at a time per instance.
+/// `Decimal`, 128-bit integers, a number with a fraction or exponent read as an integer beyond 2^53 with
+/// more than 19 significant digits. ``FastJSON`` then decodes with Foundation. Not thread-safe: one decode
+/// at a time per instance.
 struct FastJSONDecoder {
     private var impl: FastJSONDecoderImpl
 
@@ -231,12 +232,22 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
         }
     }
 
+    /// `"\(type)"`, without the runtime's type-name lookup for the types `JSONValue` tries in turn.
+    func name(_ type: Any.Type) -> String {
+        if type == Bool.self { return "Bool" }
+        if type == Int64.self { return "Int64" }
+        if type == Double.self { return "Double" }
+        if type == String.self { return "String" }
+        if type == Int.self { return "Int" }
+        return "\(type)"
+    }
+
     func mismatch<K: CodingKey>(_ type: Any.Type, token: Int, ref: Int32, key: K) -> DecodingError {
         DecodingError.typeMismatch(
             type,
             DecodingError.Context(
                 codingPath: codingPath(ref, appending: key),
-                debugDescription: "Expected to decode \(type) but found \(describe(token)) instead."))
+                debugDescription: "Expected to decode " + name(type) + " but found " + describe(token) + " instead."))
     }
 
     func null<K: CodingKey>(_ type: Any.Type, ref: Int32, key: K) -> DecodingError {
@@ -244,7 +255,7 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
             type,
             DecodingError.Context(
                 codingPath: codingPath(ref, appending: key),
-                debugDescription: "Cannot get value of type \(type) -- found null value instead"))
+                debugDescription: "Cannot get value of type " + name(type) + " -- found null value instead"))
     }
 
     @inline(__always)
