@@ -106,8 +106,9 @@ struct QueueTests {
 
     @Test("An async call cancelled while waiting for its turn ends at once, sends nothing and gives its turn back")
     func asyncCancelledWhileWaiting() async throws {
+        // The slow call holds the only turn until it is cancelled (its answer would take 60 s).
         let transport = SimulatedTransport(responder: { request in
-            .json(200, #"{"couchdb":"Welcome","version":"3.5.0"}"#, delay: request.url.path == "/slow" ? 0.5 : 0)
+            .json(200, #"{"couchdb":"Welcome","version":"3.5.0"}"#, delay: request.url.path == "/slow" ? 60 : 0)
         })
         struct Slow: JSONOperation {
             typealias Response = ServerInfo
@@ -118,19 +119,21 @@ struct QueueTests {
         let client = Simulation.client(transport: transport, configuration: configuration)
         defer { client.shutdown() }
         let slow = Task { try await client.value(Slow()) }
-        for _ in 0..<500 where transport.requests.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+        for _ in 0..<1_000 where transport.requests.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
         let waiting = Task { try await client.value(GetServerInfoOperation()) }
-        for _ in 0..<500 where client.asyncSlots.counts.waiting == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        for _ in 0..<1_000 where client.asyncSlots.counts.waiting == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(client.asyncSlots.counts == (1, 1))
         waiting.cancel()
         let cancelled = await waiting.result
         guard case .failure(let error as CouchError) = cancelled else {
-            Issue.record("expected a cancellation")
+            Issue.record("expected a cancellation, got \(cancelled)")
             return
         }
         #expect(error.kind == .cancelled)
         #expect(!error.isOutcomeUnknown, "it was never sent")
-        _ = try await slow.value
-        // Its turn came and went: the slot is free again and the next call runs.
+        slow.cancel()
+        _ = await slow.result
+        // The cancelled call's turn came and went: the slot is free again and the next call runs.
         #expect(try await client.value(GetServerInfoOperation()).version == "3.5.0")
         #expect(transport.requests.map(\.path) == ["/slow", "/"])
         #expect(client.asyncSlots.counts == (0, 0))
