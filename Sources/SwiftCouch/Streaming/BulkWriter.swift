@@ -84,8 +84,8 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         var resent = false
     }
 
-    /// Documents sent together: their bodies one after another in one buffer (encoded once, never
-    /// copied per document), and the items that say where each is.
+    /// Documents sent together: their bodies in one buffer, separated by commas (encoded once,
+    /// never copied per document), and the items that say where each is.
     struct Batch: Sendable {
         var bytes: [UInt8]
         var items: [Item]
@@ -94,6 +94,7 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         func subset(_ chosen: some Sequence<Item>) -> Batch {
             var subset = Batch(bytes: [], items: [])
             for var item in chosen {
+                if !subset.items.isEmpty { subset.bytes.append(UInt8(ascii: ",")) }
                 let start = subset.bytes.count
                 subset.bytes.append(contentsOf: bytes[item.range])
                 item.range = start..<subset.bytes.count
@@ -102,15 +103,11 @@ public actor BulkWriter<Document: Encodable & Sendable> {
             return subset
         }
 
-        /// The `_bulk_docs` request body.
+        /// The `_bulk_docs` request body: the buffer as it is, between `{"docs":[` and `]}`.
         var requestBody: Data {
-            var body = Data()
-            body.reserveCapacity(bytes.count + items.count + 12)
+            var body = Data(capacity: bytes.count + 12)
             body.append(contentsOf: #"{"docs":["#.utf8)
-            for (position, item) in items.enumerated() {
-                if position > 0 { body.append(UInt8(ascii: ",")) }
-                body.append(contentsOf: bytes[item.range])
-            }
+            bytes.withUnsafeBufferPointer { body.append($0) }
             body.append(contentsOf: "]}".utf8)
             return body
         }
@@ -170,11 +167,14 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     static func prepare(
         _ document: Document, index: Int, makeID: () -> String, into bytes: inout [UInt8], items: inout [Item]
     ) -> DocumentError? {
+        let mark = bytes.count
+        if !items.isEmpty { bytes.append(UInt8(ascii: ",")) }
         let start = bytes.count
         do {
             // Straight into the batch's buffer: no `Data` per document.
             try JSONBody.appendDocument(document, to: &bytes)
         } catch {
+            bytes.removeSubrange(mark...)
             let message = (error as? CouchError)?.message ?? "\(error)"
             return DocumentError(id: nil, rev: nil, error: "bad_request", reason: message)
         }
@@ -183,7 +183,7 @@ public actor BulkWriter<Document: Encodable & Sendable> {
             TopLevelStrings.find(["_id", "_rev"], in: UnsafeBufferPointer(rebasing: all[start...]))
         }
         guard let meta else {
-            bytes.removeSubrange(start...)
+            bytes.removeSubrange(mark...)
             return DocumentError(id: nil, rev: nil, error: "bad_request", reason: "_id and _rev must be strings.")
         }
         guard let id = meta[0] else {
@@ -197,7 +197,7 @@ public actor BulkWriter<Document: Encodable & Sendable> {
             return nil
         }
         if let refusal = refusal(ofID: id) {
-            bytes.removeSubrange(start...)
+            bytes.removeSubrange(mark...)
             return DocumentError(id: id, rev: nil, error: "illegal_docid", reason: refusal)
         }
         items.append(Item(index: index, id: id, parentRevision: meta[1], range: start..<bytes.count))

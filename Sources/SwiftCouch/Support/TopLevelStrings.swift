@@ -13,7 +13,7 @@ enum TopLevelStrings {
     }
 
     static func find(_ keys: [String], in p: UnsafeBufferPointer<UInt8>) -> [String?]? {
-        let wanted = keys.map { Array($0.utf8) }
+        let wanted = keys == ["_id", "_rev"] ? idAndRev : keys.map { Array($0.utf8) }
         var found = [String?](repeating: nil, count: keys.count)
         var seen = [Bool](repeating: false, count: keys.count)
         var i = skipSpace(p, 0)
@@ -54,6 +54,9 @@ enum TopLevelStrings {
         }
         return nil
     }
+
+    /// The keys the BulkWriter asks for, as bytes once.
+    private static let idAndRev = [Array("_id".utf8), Array("_rev".utf8)]
 
     /// Reads the value after a wanted key: a string (kept in `slot`) or `null`; nil for anything else.
     private static func readValue(_ p: UnsafeBufferPointer<UInt8>, afterKey keyEnd: Int, into slot: inout String?)
