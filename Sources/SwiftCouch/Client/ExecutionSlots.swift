@@ -11,8 +11,7 @@ final class ExecutionSlots: @unchecked Sendable {
     private let limit: Int
     private let lock = NSLock()
     private var running = 0
-    private var waiting: [@Sendable () -> Void] = []
-    private var head = 0
+    private var waiting = FIFO<@Sendable () -> Void>()
 
     init(limit: Int) {
         self.limit = max(1, limit)
@@ -35,19 +34,10 @@ final class ExecutionSlots: @unchecked Sendable {
     /// Frees a slot: the oldest waiting start (if any) takes it.
     func release() {
         lock.lock()
-        guard head < waiting.count else {
+        guard let next = waiting.popFirst() else {
             running -= 1
             lock.unlock()
             return
-        }
-        let next = waiting[head]
-        head += 1
-        if head == waiting.count {
-            waiting.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head > 1_024, head * 2 > waiting.count {
-            waiting.removeFirst(head)
-            head = 0
         }
         lock.unlock()
         // Not on the releasing thread: that one is finishing another call (a connection's thread).
@@ -58,7 +48,7 @@ final class ExecutionSlots: @unchecked Sendable {
     var counts: (running: Int, waiting: Int) {
         lock.lock()
         defer { lock.unlock() }
-        return (running, waiting.count - head)
+        return (running, waiting.count)
     }
 }
 

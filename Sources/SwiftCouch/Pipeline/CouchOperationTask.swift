@@ -156,15 +156,12 @@ public final class CouchOperationTask<Operation: CouchOperation>: Foundation.Ope
             return true
         }
         let completion = self.completion
-        guard let callbackQueue else {
-            if claimed { completion(result) }
-            after?()
-            return
-        }
-        callbackQueue.async {
+        let run: @Sendable () -> Void = {
             if claimed { completion(result) }
             after?()
         }
+        guard let callbackQueue else { return run() }
+        callbackQueue.async(execute: run)
     }
 
     // MARK: - Helpers

@@ -72,11 +72,6 @@ struct PreparedRequest: Sendable {
             ?? RequestSafety.isSafeToRepeat(method: method, parameters: parameters, headers: headers)
     }
 
-    /// Builds the URL from the base, the encoded path segments and the encoded query.
-    static func url(base: URL, path: CouchPath, parameters: [URLQueryItem]) throws(CouchError) -> URL {
-        try url(base: ServerBase(base), path: path, parameters: parameters).url
-    }
-
     /// Builds the URL from the base, the encoded path segments and the encoded query; with the
     /// encoded path (the base's included) and query it was built from.
     static func url(

@@ -80,6 +80,12 @@ extension InterceptableSession {
             method: request.method.rawValue, path: request.path)
     }
 
+    /// `_session` under the base URL's path (`https://host/couchdb/_session`): the login and the
+    /// session check go there.
+    var sessionURL: URL {
+        (try? PreparedRequest.url(base: serverBase, path: CouchPath("_session"), parameters: []).url) ?? baseURL
+    }
+
     /// Starts the one login (cookie) or token request (IAM) in flight.
     func logIn() {
         dispatchPrecondition(condition: .onQueue(queue))
@@ -87,7 +93,7 @@ extension InterceptableSession {
         switch scheme {
         case .cookie(let credentials):
             // Under the base URL's path, as every request is (`https://host/couchdb/_session`).
-            let url = (try? PreparedRequest.url(base: baseURL, path: CouchPath("_session"), parameters: [])) ?? baseURL
+            let url = sessionURL
             let body = try? JSONSerialization.data(
                 withJSONObject: ["name": credentials.username, "password": credentials.password],
                 options: [.sortedKeys])

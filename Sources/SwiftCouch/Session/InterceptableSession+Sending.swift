@@ -259,7 +259,7 @@ extension InterceptableSession {
         dispatchPrecondition(condition: .onQueue(queue))
         var request = HTTPRequest(
             method: .get,
-            url: (try? PreparedRequest.url(base: baseURL, path: CouchPath("_session"), parameters: [])) ?? baseURL,
+            url: sessionURL,
             headers: ["Accept": "application/json"], timeout: configuration.requestTimeout)
         if let credential = sessionState.cookie {
             if case .iam = scheme {

@@ -180,7 +180,7 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         }
         // `_id` and `_rev` are read from the encoded bytes (no second decode of the document).
         let meta = bytes.withUnsafeBufferPointer { all in
-            TopLevelStrings.find(["_id", "_rev"], in: UnsafeBufferPointer(rebasing: all[start...]))
+            TopLevelStrings.find(.idAndRev, in: UnsafeBufferPointer(rebasing: all[start...]))
         }
         guard let meta else {
             bytes.removeSubrange(mark...)

@@ -167,8 +167,7 @@ final class IterationOwner<Row: Decodable & Sendable>: @unchecked Sendable {
 /// are touched only from `StreamReceiver` callbacks, which the transport makes one at a time.
 final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecked Sendable {
     private struct Shared {
-        var rows: [Row] = []
-        var head = 0
+        var rows = FIFO<Row>()
         /// Rows of the batch the consumer is going through (read ahead, not yet consumed).
         var handedOut = 0
         var outcome: Result<Void, CouchError>?
@@ -178,22 +177,13 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
         var handle: RequestHandle?
         var statusCode: Int?
         var metadata: [String: Data] = [:]
-        var available: Int { rows.count - head }
+        var available: Int { rows.count }
         var readAhead: Int { available + handedOut }
 
         /// Takes the next batch (at most `limit` rows) for the consumer.
         mutating func take(limit: Int) -> [Row] {
-            let count = min(available, limit)
-            let batch = Array(rows[head..<(head + count)])
-            head += count
-            if head == rows.count {
-                rows.removeAll(keepingCapacity: true)
-                head = 0
-            } else if head > 1_024, head * 2 > rows.count {
-                rows.removeFirst(head)
-                head = 0
-            }
-            handedOut = count
+            let batch = rows.popFirst(limit)
+            handedOut = batch.count
             return batch
         }
     }
@@ -225,10 +215,8 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
 
     /// One row from its bytes.
     private func decodeRow(_ bytes: UnsafeRawBufferPointer) throws -> Row {
-        if fastDecoder != nil, let row = try? fastDecoder!.decode(Row.self, from: bytes, range: 0..<bytes.count) {
-            return row
-        }
-        return try decoder.decode(Row.self, from: Data(bytes))
+        guard fastDecoder != nil else { return try decoder.decode(Row.self, from: Data(bytes)) }
+        return try FastJSON.decode(Row.self, from: bytes, reusing: &fastDecoder!, fallback: decoder).value
     }
 
     /// The most rows the consumer takes at once: half the buffer, so the transfer can refill the

@@ -113,7 +113,10 @@ extension JSONDecoder {
     }
 
     /// A decoder reading dates as the client in effect says (``DateCoding``); shared, not made per call.
-    static var couch: JSONDecoder { couchDecoders[DateCoding.current.index] }
+    static var couch: JSONDecoder { couch(for: DateCoding.current) }
+
+    /// The shared decoder reading dates as `coding` says.
+    static func couch(for coding: DateCoding) -> JSONDecoder { couchDecoders[coding.index] }
 
     /// Whether `decoder` is one of the shared decoders (an operation that did not choose its own).
     static func isCouchDefault(_ decoder: JSONDecoder) -> Bool {

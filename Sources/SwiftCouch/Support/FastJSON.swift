@@ -52,23 +52,17 @@ enum FastJSON {
     static func decode<T: Decodable>(
         _ type: T.Type, from bytes: UnsafeRawBufferPointer, dateCoding: DateCoding
     ) throws -> T {
-        do {
-            return try FastJSONDecoder.decode(type, from: bytes, dateCoding: dateCoding)
-        } catch {
-            return try foundationDecoder(for: dateCoding).decode(type, from: Data(bytes))
-        }
+        var decoder = FastJSONDecoder(dateCoding: dateCoding)
+        return try decode(type, from: bytes, reusing: &decoder, fallback: foundationDecoder(for: dateCoding)).value
     }
 
     /// ``decode(_:from:dateCoding:)``, saying whether the fast path produced the value (for tests).
     static func decodeReportingPath<T: Decodable>(
         _ type: T.Type, from data: Data, dateCoding: DateCoding
     ) throws -> (value: T, fast: Bool) {
-        do {
-            let value = try data.withUnsafeBytes { try FastJSONDecoder.decode(type, from: $0, dateCoding: dateCoding) }
-            return (value, true)
-        } catch {
-            return (try foundationDecoder(for: dateCoding).decode(type, from: data), false)
-        }
+        var decoder = FastJSONDecoder(dateCoding: dateCoding)
+        let fallback = foundationDecoder(for: dateCoding)
+        return try data.withUnsafeBytes { try decode(type, from: $0, reusing: &decoder, fallback: fallback) }
     }
 
     /// One value of `type` from each of `ranges` of `bytes` (rows of a streamed response), decoded with one
@@ -79,31 +73,28 @@ enum FastJSON {
         var results: [T] = []
         results.reserveCapacity(ranges.count)
         var decoder = FastJSONDecoder(dateCoding: dateCoding)
+        let fallback = foundationDecoder(for: dateCoding)
         for range in ranges {
-            do {
-                results.append(try decoder.decode(type, from: bytes, range: range))
-            } catch {
-                let slice = UnsafeRawBufferPointer(rebasing: bytes[range])
-                results.append(try foundationDecoder(for: dateCoding).decode(type, from: Data(slice)))
-            }
+            let slice = UnsafeRawBufferPointer(rebasing: bytes[range])
+            results.append(try decode(type, from: slice, reusing: &decoder, fallback: fallback).value)
         }
         return results
     }
 
-    /// A Foundation decoder configured like `JSONDecoder.couch` for `coding`.
-    static func foundationDecoder(for coding: DateCoding) -> JSONDecoder {
-        decoders[coding]!
+    /// The one place the fast path falls back: the value of `type` in `bytes` from `decoder` (kept
+    /// by the caller across values, e.g. a stream's rows), or else `fallback`'s value or error.
+    static func decode<T: Decodable>(
+        _ type: T.Type, from bytes: UnsafeRawBufferPointer, reusing decoder: inout FastJSONDecoder,
+        fallback: JSONDecoder
+    ) throws -> (value: T, fast: Bool) {
+        if let value = try? decoder.decode(type, from: bytes, range: 0..<bytes.count) { return (value, true) }
+        return (try fallback.decode(type, from: Data(bytes)), false)
     }
 
-    private static let decoders: [DateCoding: JSONDecoder] = {
-        var decoders: [DateCoding: JSONDecoder] = [:]
-        for coding in [DateCoding.iso8601, .secondsSince1970, .millisecondsSince1970, .foundationDefault] {
-            let decoder = JSONDecoder()
-            decoder.dateDecodingStrategy = coding.decodingStrategy
-            decoders[coding] = decoder
-        }
-        return decoders
-    }()
+    /// A Foundation decoder configured like `JSONDecoder.couch` for `coding` (the same shared one).
+    static func foundationDecoder(for coding: DateCoding) -> JSONDecoder {
+        JSONDecoder.couch(for: coding)
+    }
 }
 
 /// A growable byte buffer over manually managed memory, for the encoder's output: appending is a store

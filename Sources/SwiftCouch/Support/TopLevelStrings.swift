@@ -3,19 +3,33 @@ import Foundation
 /// Reads a few top-level string members of a JSON object straight from its bytes, without
 /// decoding the rest: the `_id` and `_rev` of a document the client has just encoded.
 enum TopLevelStrings {
+    /// Member names to look for, with their UTF-8 made once.
+    struct Keys: Sendable {
+        let names: [String]
+        let bytes: [[UInt8]]
+
+        init(_ names: [String]) {
+            self.names = names
+            bytes = names.map { Array($0.utf8) }
+        }
+
+        /// What the BulkWriter reads of every document.
+        static let idAndRev = Keys(["_id", "_rev"])
+    }
+
     /// The values of `keys` in the JSON object `json`, in the order asked (nil for a member that is
     /// absent or `null`; the first of duplicates, as `JSONDecoder` reads them); nil when one of
     /// them is neither a string nor `null`, or `json` is not a well-formed object.
     static func find(_ keys: [String], in json: Data) -> [String?]? {
         json.withUnsafeBytes { raw in
-            find(keys, in: raw.bindMemory(to: UInt8.self))
+            find(Keys(keys), in: raw.bindMemory(to: UInt8.self))
         }
     }
 
-    static func find(_ keys: [String], in p: UnsafeBufferPointer<UInt8>) -> [String?]? {
-        let wanted = keys == ["_id", "_rev"] ? idAndRev : keys.map { Array($0.utf8) }
-        var found = [String?](repeating: nil, count: keys.count)
-        var seen = [Bool](repeating: false, count: keys.count)
+    static func find(_ keys: Keys, in p: UnsafeBufferPointer<UInt8>) -> [String?]? {
+        let wanted = keys.bytes
+        var found = [String?](repeating: nil, count: wanted.count)
+        var seen = [Bool](repeating: false, count: wanted.count)
         var i = skipSpace(p, 0)
         guard i < p.count, p[i] == UInt8(ascii: "{") else { return nil }
         i = skipSpace(p, i + 1)
@@ -28,7 +42,7 @@ enum TopLevelStrings {
             var position = slot
             if escaped, let text = unescaped(p, i, keyEnd) {
                 // An escaped spelling of a wanted key is read like any other.
-                position = keys.firstIndex(of: text)
+                position = keys.names.firstIndex(of: text)
             }
             if let position {
                 // The first of duplicate members counts; later ones are checked but not kept.
@@ -54,9 +68,6 @@ enum TopLevelStrings {
         }
         return nil
     }
-
-    /// The keys the BulkWriter asks for, as bytes once.
-    private static let idAndRev = [Array("_id".utf8), Array("_rev".utf8)]
 
     /// Reads the value after a wanted key: a string (kept in `slot`) or `null`; nil for anything else.
     private static func readValue(_ p: UnsafeBufferPointer<UInt8>, afterKey keyEnd: Int, into slot: inout String?)

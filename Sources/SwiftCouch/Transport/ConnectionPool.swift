@@ -60,11 +60,7 @@ final class SocketJob: StreamingTask, @unchecked Sendable {
     init(request: HTTPRequest, key: HostKey, sink: ResponseSink, pool: ConnectionPool) {
         self.request = request
         self.key = key
-        if let encoded = request.encodedTarget {
-            self.target = encoded.query.map { encoded.path + "?" + $0 } ?? encoded.path
-        } else {
-            self.target = RequestHead.target(of: request.url)
-        }
+        self.target = RequestHead.target(of: request)
         self.sink = sink
         self.pool = pool
     }

@@ -28,6 +28,13 @@ enum RequestBodyFraming: Equatable, Sendable {
 /// Builds the bytes of an HTTP/1.1 request head in one buffer (one write), from the request's own
 /// fields plus `Host`, the body framing and `Accept-Encoding`.
 enum RequestHead {
+    /// The origin-form target of `request`: from the encoded path and query it was built from
+    /// when it has them (every request the pipeline prepares), else taken from its URL.
+    static func target(of request: HTTPRequest) -> String {
+        guard let encoded = request.encodedTarget else { return target(of: request.url) }
+        return encoded.query.map { encoded.path + "?" + $0 } ?? encoded.path
+    }
+
     /// The origin-form target of `url` (`/db/doc?rev=1-a`), still percent-encoded, without the
     /// fragment; `/` when the URL has no path.
     static func target(of url: URL) -> String {
