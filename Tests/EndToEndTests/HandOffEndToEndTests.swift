@@ -49,3 +49,52 @@ struct HandOffEndToEndTests {
         #expect(names.all.allSatisfy { $0 == "connection" }, "\(names.all)")
     }
 }
+
+@Suite("End to end: faults on the login, answered on the connection's thread")
+struct LoginFaultHandOffEndToEndTests {
+    static let policy = RetryPolicy(maximumRetries: 3, initialDelay: 0.01, maximumDelay: 0.05)
+
+    @Test("429 on the login over sockets: the login is retried, then 30 async calls waiting for it all succeed")
+    func loginTooManyRequestsThenSuccess() async throws {
+        try await withPrivateTestServer(for: "429 on the login", concurrency: 8, retryPolicy: Self.policy) {
+            server, client in
+            _ = server.faults.failNext(3, with: .tooManyRequests(), matching: .path("/_session", method: "POST"))
+            let versions = try await withThrowingTaskGroup(of: String.self) { group in
+                for _ in 0..<30 { group.addTask { try await client.value(GetServerInfoOperation()).version } }
+                var versions: [String] = []
+                for try await version in group { versions.append(version) }
+                return versions
+            }
+            #expect(versions.count == 30)
+            #expect(server.requestCount(path: "/_session", method: "POST") == 4, "three refused logins, one good")
+        }
+    }
+
+    @Test("429 on every login over sockets: every async call ends with the 429 once the retries run out")
+    func loginTooManyRequestsForever() async throws {
+        // As many turns as calls: all of them wait for the same login (later waves would each start one).
+        try await withPrivateTestServer(for: "429 on every login", concurrency: 32, retryPolicy: Self.policy) {
+            server, client in
+            _ = server.faults.failNext(1_000, with: .tooManyRequests(), matching: .path("/_session", method: "POST"))
+            let statuses = await withTaskGroup(of: Int?.self) { group in
+                for _ in 0..<20 {
+                    group.addTask {
+                        do throws(CouchError) {
+                            _ = try await client.value(GetServerInfoOperation())
+                            return nil
+                        } catch {
+                            return error.statusCode
+                        }
+                    }
+                }
+                var statuses: [Int?] = []
+                for await status in group { statuses.append(status) }
+                return statuses
+            }
+            #expect(statuses.count == 20)
+            #expect(statuses.allSatisfy { $0 == 429 })
+            #expect(server.requestCount(path: "/_session", method: "POST") == 4, "one login and its three retries")
+            #expect(server.requestCount(path: "/", method: "GET") == 0, "nothing is sent without a session")
+        }
+    }
+}

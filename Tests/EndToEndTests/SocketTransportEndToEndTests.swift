@@ -11,6 +11,13 @@ import Testing
 /// (bodies of any size and framing, echo, back-pressure) or the CouchDB engine (faults).
 @Suite("SocketTransport over real sockets")
 struct SocketTransportEndToEndTests {
+    /// The client's own idle timeout in these tests: far beyond any pause between two requests of a
+    /// test. They count connections opened, reused and found stale; in a full parallel run on two
+    /// cores, synchronous tests elsewhere can hold both threads of the cooperative pool for more than
+    /// the default 30 s, and an idle connection the transport itself closed then would be counted as
+    /// a second connection (what they test is reuse and the server's closes, not that timeout).
+    static let neverIdle: TimeInterval = 3_600
+
     // MARK: - Keep-alive
 
     @Test("Many requests in a row share one kept-alive connection")
@@ -416,7 +423,7 @@ struct SocketTransportEndToEndTests {
         serverConfiguration.gzipJSONResponses = true
         let server = try TestServer.start(serverConfiguration)
         defer { server.stop() }
-        let transport = SocketTransport(maximumConnectionsPerHost: 2)
+        let transport = SocketTransport(maximumConnectionsPerHost: 2, idleTimeout: Self.neverIdle)
         var configuration = Configuration()
         configuration.transport = transport
         configuration.retryPolicy = RetryPolicy(maximumRetries: 3, initialDelay: 0.01, maximumDelay: 0.05)
@@ -473,7 +480,8 @@ private func withServer(
     let handler = TestHandler()
     let server = try TestServer.start(handler: handler)
     defer { server.stop() }
-    let transport = SocketTransport(maximumConnectionsPerHost: maximumConnectionsPerHost)
+    let transport = SocketTransport(
+        maximumConnectionsPerHost: maximumConnectionsPerHost, idleTimeout: SocketTransportEndToEndTests.neverIdle)
     defer { transport.shutdown() }
     try await body(HandlerServer(server: server, handler: handler), transport)
 }
