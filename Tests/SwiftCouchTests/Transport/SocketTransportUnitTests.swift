@@ -112,11 +112,13 @@ struct SocketTransportUnitTests {
         let transport = SocketTransport(maximumConnectionsPerHost: 1)
         let url = URL(string: "http://127.0.0.1:\(port)/")!
         let results = ResultBox()
-        // The running request never times out within the test, however slowly a loaded machine
-        // runs it: it ends only when cancelled, below.
+        // No request times out within the test, however slowly a loaded machine runs it: in a full
+        // parallel run, synchronous tests can hold every cooperative thread for longer than 30 s
+        // between two lines of this one, and a queued request's timeout counts while it waits.
+        // Each ends only by what the test does to it below.
         let first = transport.send(HTTPRequest(method: .get, url: url, timeout: 3_600)) { results.put("first", $0) }
-        let second = transport.send(HTTPRequest(method: .get, url: url, timeout: 30)) { results.put("second", $0) }
-        _ = transport.send(HTTPRequest(method: .get, url: url, timeout: 30)) { results.put("third", $0) }
+        let second = transport.send(HTTPRequest(method: .get, url: url, timeout: 3_600)) { results.put("second", $0) }
+        _ = transport.send(HTTPRequest(method: .get, url: url, timeout: 3_600)) { results.put("third", $0) }
         #expect(transport.statistics.queuedRequests == 2)
         #expect(transport.statistics.openConnections == 1)
 
