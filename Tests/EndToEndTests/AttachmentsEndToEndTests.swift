@@ -214,15 +214,15 @@ struct AttachmentsEndToEndTests {
             // A real cluster may still refuse the stubs (412 missing_stub) from a copy that has not
             // stored the attachments: nothing was written then, so write again until it is taken.
             var written: String?
-            let deadline = Date().addingTimeInterval(30)
+            var patience = Patience()
             while written == nil {
                 do {
                     written = try await client.value(PutDocumentOperation(database: db, id: "inline", document: doc))
                         .rev
                 } catch let error as CouchError
-                    where error.statusCode == 412 && error.error == "missing_stub" && Date() < deadline
+                    where error.statusCode == 412 && error.error == "missing_stub"
                 {
-                    try await Task.sleep(nanoseconds: 200_000_000)
+                    guard try await patience.waitAgain(pause: 0.2) else { throw error }
                 }
             }
             let rev2 = try #require(written)

@@ -125,10 +125,9 @@ func statusOf<T>(_ body: () async throws -> CouchResponse<T>) async -> Int? {
 
 /// Polls `condition` until it holds or `seconds` pass: for what CouchDB promises only eventually.
 func eventually(seconds: Double = 10, _ condition: () async throws -> Bool) async throws -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
+    var patience = Patience(seconds: seconds)
+    repeat {
         if try await condition() { return true }
-        try await Task.sleep(nanoseconds: 50_000_000)
-    }
-    return try await condition()
+    } while try await patience.waitAgain()
+    return false
 }

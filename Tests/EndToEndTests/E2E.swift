@@ -131,15 +131,41 @@ struct Note: Codable, Sendable, Equatable {
 func converged<T>(
     seconds: Double = 30, read: () async throws -> T, until done: (T) -> Bool
 ) async throws -> T {
-    let deadline = Date().addingTimeInterval(seconds)
+    var patience = Patience(seconds: seconds)
     var value = try await read()
     var streak = done(value) ? 1 : 0
-    while streak < 3, Date() < deadline {
-        try await Task.sleep(nanoseconds: streak > 0 ? 20_000_000 : 50_000_000)
+    while streak < 3, try await patience.waitAgain(pause: streak > 0 ? 0.02 : 0.05) {
         value = try await read()
         streak = done(value) ? streak + 1 : 0
     }
     return value
+}
+
+/// How long a retry loop may go on, counted in the pauses it slept rather than on the wall clock.
+///
+/// In a full parallel run synchronous tests can hold every cooperative thread for longer than any
+/// deadline a test would set (48 s has been seen on a 2-core machine), and a loop bounded by
+/// `Date()` would then give up after one try without the server having had its time. Counting
+/// the pauses it slept, a loop waits at least `seconds` of its own, however long it was held off.
+struct Patience {
+    private var slept: Double = 0
+    let seconds: Double
+
+    init(seconds: Double = 30) { self.seconds = seconds }
+
+    /// Sleeps `pause` and returns true, or returns false once `seconds` of pauses were slept.
+    mutating func waitAgain(pause: Double = 0.05) async throws -> Bool {
+        guard slept < seconds else { return false }
+        try await Task.sleep(nanoseconds: UInt64(pause * 1_000_000_000))
+        slept += pause
+        return true
+    }
+
+    /// False when `done`; otherwise as `waitAgain(pause:)`: `repeat { … } while try await
+    /// patience.waitAgain(unless: …)`.
+    mutating func waitAgain(unless done: Bool, pause: Double = 0.05) async throws -> Bool {
+        done ? false : try await waitAgain(pause: pause)
+    }
 }
 
 /// Waits until every copy of document `id` has revision `rev`: on a cluster, a copy that has not

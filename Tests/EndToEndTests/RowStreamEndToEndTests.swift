@@ -28,14 +28,14 @@ struct RowStreamEndToEndTests {
             var rows: [(id: String, n: Int?)] = []
             var total: JSONValue?
             var status: Int?
-            let deadline = Date().addingTimeInterval(30)
+            var patience = Patience()
             repeat {
                 let stream = client.rows(AllDocsOperation<Note>(database: db, options: options), bufferSize: 16)
                 rows = []
                 for try await row in stream { rows.append((row.id ?? "", row.doc?.n)) }
                 total = stream.metadata["total_rows"]
                 status = stream.statusCode
-            } while rows.count < 3_000 && Date() < deadline
+            } while try await patience.waitAgain(unless: rows.count >= 3_000)
             #expect(rows.count == 3_000)
             #expect(rows.enumerated().allSatisfy { $0.element.id == String(format: "r%05d", $0.offset) })
             #expect(rows.enumerated().allSatisfy { $0.element.n == $0.offset })
@@ -58,14 +58,14 @@ struct RowStreamEndToEndTests {
             // Each request may reach another copy of a shard, one that has not caught up: stream
             // again until one had rows (a single node: the first).
             var taken = 0
-            let deadline = Date().addingTimeInterval(30)
+            var patience = Patience()
             repeat {
                 taken = 0
                 for try await _ in client.rows(AllDocsOperation<JSONValue>(database: db), bufferSize: 4) {
                     taken += 1
                     if taken == 10 { break }
                 }
-            } while taken < 10 && Date() < deadline
+            } while try await patience.waitAgain(unless: taken >= 10)
             #expect(taken == 10)
             #expect(
                 try await converged(
@@ -112,11 +112,11 @@ struct RowStreamEndToEndTests {
             // another copy: stream again until one saw every write (a single node: the first).
             var found: [Int] = []
             let query = FindOperation<Note>(database: db, selector: .field("n").greaterThanOrEqual(30))
-            let deadline = Date().addingTimeInterval(30)
+            var patience = Patience()
             repeat {
                 found = []
                 for try await note in client.rows(query) { found.append(note.n) }
-            } while found.count < 10 && Date() < deadline
+            } while try await patience.waitAgain(unless: found.count >= 10)
             #expect(found.sorted() == Array(30..<40))
             var changed: [String] = []
             repeat {
@@ -124,7 +124,7 @@ struct RowStreamEndToEndTests {
                 for try await change in client.rows(ChangesOperation<JSONValue>(database: db)) {
                     changed.append(change.id)
                 }
-            } while changed.count < 40 && Date() < deadline
+            } while try await patience.waitAgain(unless: changed.count >= 40)
             #expect(changed.allSatisfy { $0.hasPrefix("f") })
             #expect(Set(changed).count == 40)
             #expect(changed.count == 40)
