@@ -18,6 +18,31 @@ import SwiftCouch
 
 let arguments = CommandLine.arguments
 
+let knownFlags: Set<String> = [
+    "--quick", "--repeats", "--only", "--transport", "--no-baseline", "--urlsession-study", "--serve",
+]
+if arguments.contains("--help") || arguments.contains("-h") {
+    print(
+        """
+        Usage: swift run -c release SwiftCouchBenchmarks [options]
+
+          --quick              reduced sizes (what CI runs); one repeat unless --repeats says otherwise
+          --repeats N          medians of N repeats (default 3)
+          --only TEXT          only the workloads whose name contains TEXT
+          --transport NAME     only the library rows over NAME (sockets or URLSession)
+          --no-baseline        skip the plain-Foundation rows (for profiling; no ratios then)
+          --urlsession-study   client CPU per PUT+GET pair for several ways of driving URLSession
+
+        Against the CouchDB named by COUCHDB_URL (COUCHDB_USER, COUCHDB_PASSWORD), or else a
+        TestServer in a child process. It only reports; nothing is asserted.
+        """)
+    exit(0)
+}
+if let unknown = arguments.dropFirst().first(where: { $0.hasPrefix("-") && !knownFlags.contains($0) }) {
+    FileHandle.standardError.write(Data("Unknown option \(unknown); --help lists the options.\n".utf8))
+    exit(2)
+}
+
 // Child mode: serve a TestServer until stdin closes.
 if let index = arguments.firstIndex(of: "--serve") {
     let port = index + 1 < arguments.count ? Int(arguments[index + 1]) ?? 0 : 0

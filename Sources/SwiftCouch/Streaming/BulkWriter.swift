@@ -64,10 +64,10 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     /// Documents waiting for the next batch, their encoded bodies one after another in `pendingBytes`.
     private var pending: [Item] = []
     private var pendingBytes: [UInt8] = []
-    private var count = 0
     private var inFlight = 0
     private var slotWaiters: [CheckedContinuation<Void, Never>] = []
-    private var results: [Int: BulkWriteResult] = [:]
+    /// One per document added, in order (nil until known).
+    private var results: [BulkWriteResult?] = []
     private var batches: [Task<Void, Never>] = []
     private var finished = false
 
@@ -130,8 +130,8 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     /// - Throws: ``CouchError`` (`.validation`) after ``finish()``.
     public func add(_ document: Document) async throws(CouchError) {
         guard !finished else { throw CouchError.validation("The BulkWriter has finished; make a new one.") }
-        let index = count
-        count += 1
+        let index = results.count
+        results.append(nil)
         // Dates are written as the client's configuration says (outside the pipeline here).
         let refusal = DateCoding.with(client.configuration.dateCoding) {
             Self.prepare(document, index: index, makeID: options.makeID, into: &pendingBytes, items: &pending)
@@ -155,8 +155,8 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         if !pending.isEmpty { await sendPending() }
         finished = true
         while let batch = batches.popLast() { await batch.value }
-        return (0..<count).map {
-            results[$0] ?? .failure(DocumentError(id: nil, rev: nil, error: "not_written", reason: nil))
+        return results.map {
+            $0 ?? .failure(DocumentError(id: nil, rev: nil, error: "not_written", reason: nil))
         }
     }
 

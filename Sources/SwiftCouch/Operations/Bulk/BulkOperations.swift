@@ -11,6 +11,10 @@ public enum BulkWriteResult: Decodable, Sendable, Hashable {
     enum CodingKeys: String, CodingKey { case id, rev, error }
 
     public init(from decoder: any Decoder) throws {
+        if let reader = FastJSONObjectReader(decoder), let result = Self.read(reader) {
+            self = result
+            return
+        }
         let container = try decoder.container(keyedBy: CodingKeys.self)
         if container.contains(.error) {
             self = .failure(try DocumentError(from: decoder))
@@ -19,6 +23,15 @@ public enum BulkWriteResult: Decodable, Sendable, Hashable {
                 id: try container.decode(String.self, forKey: .id), rev: try container.decode(String.self, forKey: .rev)
             )
         }
+    }
+
+    /// A success read without a keyed container (see ``FastJSONObjectReader``); nil for anything else,
+    /// which the container reads.
+    static func read(_ reader: FastJSONObjectReader) -> Self? {
+        guard !reader.contains(CodingKeys.error), let id = reader.string(CodingKeys.id),
+            let rev = reader.string(CodingKeys.rev)
+        else { return nil }
+        return .success(id: id, rev: rev)
     }
 
     /// The document id (nil only for a failure that names none).

@@ -62,6 +62,39 @@ public struct ViewRow<Key: Decodable & Sendable, Value: Decodable & Sendable, Do
         self.value = value
         self.doc = doc
     }
+
+    public init(from decoder: any Decoder) throws {
+        if let reader = FastJSONObjectReader(decoder), let row = try Self.read(reader) {
+            self = row
+            return
+        }
+        let container = try decoder.container(keyedBy: ViewRowKey.self)
+        id = try container.decodeIfPresent(String.self, forKey: .id)
+        key = try container.decode(Key.self, forKey: .key)
+        value = try container.decode(Value.self, forKey: .value)
+        doc = try container.decodeIfPresent(Doc.self, forKey: .doc)
+    }
+}
+
+extension ViewRow {
+    /// The row read without a keyed container (see ``FastJSONObjectReader``), or nil when something is
+    /// not as expected. The members the caller's types decode come last, in the container's order, once
+    /// the others are checked.
+    static func read(_ reader: FastJSONObjectReader) throws -> Self? {
+        guard case .some(let id) = reader.optionalString(ViewRowKey.id), reader.contains(ViewRowKey.key),
+            reader.contains(ViewRowKey.value)
+        else { return nil }
+        return ViewRow(
+            id: id, key: try reader.decode(Key.self, ViewRowKey.key),
+            value: try reader.decode(Value.self, ViewRowKey.value),
+            doc: try reader.decodeIfPresent(Doc.self, ViewRowKey.doc))
+    }
+}
+
+/// The members of a ``ViewRow``, outside the generic type so that reading them needs no generic
+/// metadata per row.
+enum ViewRowKey: String, CodingKey {
+    case id, key, value, doc
 }
 
 extension ViewRow: Equatable where Key: Equatable, Value: Equatable, Doc: Equatable {}
@@ -105,6 +138,45 @@ public struct AllDocsRow<Doc: Decodable & Sendable>: Decodable, Sendable {
 
     /// True when the row names a live document.
     public var exists: Bool { error == nil && value?.deleted != true }
+
+    public init(from decoder: any Decoder) throws {
+        if let reader = FastJSONObjectReader(decoder), let row = try Self.read(reader) {
+            self = row
+            return
+        }
+        let container = try decoder.container(keyedBy: AllDocsRowKey.self)
+        id = try container.decodeIfPresent(String.self, forKey: .id)
+        key = try container.decode(String.self, forKey: .key)
+        value = try container.decodeIfPresent(Value.self, forKey: .value)
+        doc = try container.decodeIfPresent(Doc.self, forKey: .doc)
+        error = try container.decodeIfPresent(String.self, forKey: .error)
+    }
+
+    /// The row read without a keyed container (see ``FastJSONObjectReader``), or nil when something is
+    /// not as expected: every member but the document is checked first, so the document is decoded
+    /// at most once.
+    static func read(_ reader: FastJSONObjectReader) throws -> Self? {
+        guard case .some(let id) = reader.optionalString(AllDocsRowKey.id),
+            let key = reader.string(AllDocsRowKey.key),
+            case .some(let valueObject) = reader.optionalObject(AllDocsRowKey.value),
+            case .some(let error) = reader.optionalString(AllDocsRowKey.error)
+        else { return nil }
+        var value: Value?
+        if let valueObject {
+            guard let rev = valueObject.string(AllDocsRowKey.rev),
+                case .some(let deleted) = valueObject.optionalBool(AllDocsRowKey.deleted)
+            else { return nil }
+            value = Value(rev: rev, deleted: deleted)
+        }
+        let doc = try reader.decodeIfPresent(Doc.self, AllDocsRowKey.doc)
+        return AllDocsRow(id: id, key: key, value: value, doc: doc, error: error)
+    }
+}
+
+/// The members of an ``AllDocsRow`` (and of its value), outside the generic type so that reading them
+/// needs no generic metadata per row.
+enum AllDocsRowKey: String, CodingKey {
+    case id, key, value, doc, error, rev, deleted
 }
 
 extension AllDocsRow: Equatable where Doc: Equatable {}
