@@ -19,7 +19,8 @@ private struct PathDoc: Decodable, Equatable, Sendable {
 private func fastRead<T>(_ json: String, _ read: @escaping @Sendable (FastJSONObjectReader) throws -> T?) throws
     -> T?
 {
-    try Capture.$read.withValue({ try read($0) }) {
+    let captured: @Sendable (FastJSONObjectReader) throws -> Any? = { try read($0) }
+    return try Capture.$read.withValue(captured) {
         try FastJSONDecoder.decode(Capture.self, from: Data(json.utf8), dateCoding: .iso8601).value as? T
     }
 }
