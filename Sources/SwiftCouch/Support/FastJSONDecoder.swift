@@ -286,8 +286,27 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
             return unsafeBitCast(try url(token: token, ref: ref, key: key), to: T.self)
         } else if T.self == Decimal.self {
             throw unsupported("Decimal")
+        } else if T.self == [String].self, let strings = stringArray(token: token) {
+            return unsafeBitCast(strings, to: T.self)
         }
         return try with(token: token, ref: ref, key: key) { try T(from: self) }
+    }
+
+    /// The strings of the array at `token` (common in documents: tags, roles, names), without
+    /// `Array`'s generic `init(from:)`; nil when it is not an array of strings only, which `Array`
+    /// then decodes, with Foundation's errors.
+    func stringArray(token: Int) -> [String]? {
+        guard tokens[token].kind == .array else { return nil }
+        var strings: [String] = []
+        strings.reserveCapacity(Int(tokens[token].aux))
+        var element = token + 1
+        let end = Int(tokens[token].next)
+        while element < end {
+            guard tokens[element].kind == .string else { return nil }
+            strings.append(stringValue(tokens[element]))
+            element = Int(tokens[element].next)
+        }
+        return strings
     }
 
     func bool<K: CodingKey>(token: Int, ref: Int32, key: K) throws -> Bool {

@@ -548,6 +548,31 @@ struct FastJSONTests {
         expectSameDecoding([String: Int].self, #"{"\u0061":1,"b\"":2,"\ud83d\ude00":3}"#)
     }
 
+    @Test("Arrays of strings (taken in one step): same bytes, values and errors as Foundation")
+    func stringArrays() throws {
+        struct Tagged: Codable, Equatable {
+            var tags: [String]
+            var more: [String]?
+            var nested: [[String]]
+        }
+        try expectSameEncoding(edgeStrings)
+        try expectSameEncoding([String]())
+        try expectSameEncoding(Tagged(tags: edgeStrings, more: nil, nested: [[], ["a"], edgeStrings]))
+        try expectSameEncoding(Tagged(tags: [], more: ["x"], nested: []))
+        let json = String(
+            decoding: try JSONEncoder().encode(Tagged(tags: edgeStrings, more: [], nested: [["b"]])), as: UTF8.self)
+        expectSameDecoding(Tagged.self, json)
+        expectSameDecoding([String].self, "[]")
+        // Anything but strings only: Array's own decoding, with Foundation's error and coding path.
+        expectSameDecoding([String].self, #"["a",1]"#, fast: false)
+        expectSameDecoding([String].self, #"["a",null]"#, fast: false)
+        expectSameDecoding([String].self, #"{"a":"b"}"#, fast: false)
+        expectSameDecoding(Tagged.self, #"{"tags":["a",["b"]],"nested":[]}"#, fast: false)
+        expectSameDecoding(Tagged.self, #"{"tags":"a","nested":[]}"#, fast: false)
+        expectSameDecoding(Tagged.self, #"{"tags":null,"nested":[]}"#, fast: false)
+        expectSameDecoding(Tagged.self, #"{"tags":[],"more":[true],"nested":[]}"#, fast: false)
+    }
+
     @Test("nil: encodeNil, members left out by encodeIfPresent, null and missing keys when decoding")
     func optionals() throws {
         try expectSameEncoding(Optionals(a: nil, b: nil, c: nil, d: nil))
