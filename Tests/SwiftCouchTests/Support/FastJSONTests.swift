@@ -389,7 +389,7 @@ private func expectSameEncoding<T: Encodable>(
 }
 
 /// Both decoders give equal values, or both throw; and the fast path is taken when `fast`.
-private func expectSameDecoding<T: Decodable & Equatable>(
+func expectSameDecoding<T: Decodable & Equatable>(
     _ type: T.Type, _ json: String, _ coding: DateCoding = .iso8601, fast: Bool? = true,
     sourceLocation: SourceLocation = #_sourceLocation
 ) {
