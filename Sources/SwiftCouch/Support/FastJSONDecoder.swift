@@ -625,6 +625,14 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
         }
     }
 
+    /// The value token of the first member of `object` named `name`, or nil when there is none or it is
+    /// null (what `decodeIfPresent` reads).
+    @inline(__always)
+    func memberIfPresent(_ object: Int, named name: String) -> Int? {
+        guard let token = member(object, named: name), tokens[token].kind != .null else { return nil }
+        return token
+    }
+
     private func largeMember(_ object: Int, _ bytes: UnsafeBufferPointer<UInt8>, _ hash: UInt32) -> Int? {
         let index: [UInt64]
         if let existing = largeObjectIndexes[object] {
@@ -790,10 +798,7 @@ struct FastKeyedDecodingContainer<Key: CodingKey>: KeyedDecodingContainerProtoco
     /// The value token for `key`, or nil when the key is missing or null.
     @inline(__always)
     private func valueIfPresent(_ key: Key) -> Int? {
-        guard let token = impl.member(Int(object), named: key.stringValue), impl.tokens[token].kind != .null else {
-            return nil
-        }
-        return token
+        impl.memberIfPresent(Int(object), named: key.stringValue)
     }
 
     func decodeNil(forKey key: Key) throws -> Bool { impl.tokens[try value(key)].kind == .null }

@@ -41,10 +41,7 @@ struct FastJSONObjectReader {
 
     /// The string in member `key`; nil when it is missing, null or not a string.
     func string<K: CodingKey>(_ key: K) -> String? {
-        guard let token = impl.member(object, named: key.stringValue), impl.tokens[token].kind == .string else {
-            return nil
-        }
-        return impl.stringValue(impl.tokens[token])
+        optionalString(key) ?? nil
     }
 
     /// `.some(nil)` when member `key` is missing or null, `.some(text)` for a string, nil for anything else.
@@ -91,9 +88,7 @@ struct FastJSONObjectReader {
     /// `decodeIfPresent(_:forKey:)` gives it.
     func decodeIfPresent<T: Decodable, K: CodingKey>(_ type: T.Type, _ key: K) throws -> T? {
         guard let ref else { throw FastJSON.Unsupported("a nested member decoded without a coding path") }
-        guard let token = impl.member(object, named: key.stringValue), impl.tokens[token].kind != .null else {
-            return nil
-        }
+        guard let token = impl.memberIfPresent(object, named: key.stringValue) else { return nil }
         return try impl.decodeValue(type, token: token, ref: ref, key: key)
     }
 }
