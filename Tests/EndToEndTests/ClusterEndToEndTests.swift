@@ -123,7 +123,8 @@ func statusOf<T>(_ body: () async throws -> CouchResponse<T>) async -> Int? {
     }
 }
 
-/// Polls `condition` until it holds or `seconds` pass: for what CouchDB promises only eventually.
+/// Polls `condition` until it holds, or until it has waited `seconds` (see ``Patience``): for what
+/// CouchDB promises only eventually.
 func eventually(seconds: Double = 10, _ condition: () async throws -> Bool) async throws -> Bool {
     var patience = Patience(seconds: seconds)
     repeat {

@@ -6,28 +6,13 @@ import Testing
 /// `GET /` that records whether its response is read on a socket connection's thread.
 private struct ThreadNamingOperation: JSONOperation {
     typealias Response = JSONValue
-    let names: ThreadNames
+    let names: Locked<[String]>
     var endpoint: CouchPath { .root }
 
     func processResponse(data: Data, httpInfo: HTTPInfo) throws -> JSONValue {
-        names.add(ThreadRole.isConnectionThread ? "connection" : Thread.current.name ?? "another thread")
+        let name = ThreadRole.isConnectionThread ? "connection" : Thread.current.name ?? "another thread"
+        names.withLock { $0.append(name) }
         return try JSONDecoder().decode(JSONValue.self, from: data)
-    }
-}
-
-private final class ThreadNames: @unchecked Sendable {
-    // @unchecked Sendable: `names` is only touched under `lock`.
-    private let lock = NSLock()
-    private var names: [String] = []
-    func add(_ name: String) {
-        lock.lock()
-        names.append(name)
-        lock.unlock()
-    }
-    var all: [String] {
-        lock.lock()
-        defer { lock.unlock() }
-        return names
     }
 }
 
@@ -41,12 +26,13 @@ struct HandOffEndToEndTests {
         }
         let client = E2EEnvironment.shared.client { $0.transport = SocketTransport() }
         defer { client.shutdown() }
-        let names = ThreadNames()
+        let names = Locked<[String]>([])
         for _ in 0..<10 {
             _ = try await client.value(ThreadNamingOperation(names: names))
         }
-        #expect(names.all.count == 10)
-        #expect(names.all.allSatisfy { $0 == "connection" }, "\(names.all)")
+        let all = names.withLock { $0 }
+        #expect(all.count == 10)
+        #expect(all.allSatisfy { $0 == "connection" }, "\(all)")
     }
 }
 

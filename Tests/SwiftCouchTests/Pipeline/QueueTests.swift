@@ -58,19 +58,25 @@ struct QueueTests {
         #expect(error.message.contains("no rev yet"))
     }
 
-    @Test("The client's queue runs at most maximumConcurrentOperations at once")
-    func concurrencyLimit() {
+    /// A client allowing `limit` operations at once, over a transport that records how many
+    /// requests it holds as each one arrives, and holds each for `hold` seconds.
+    static func countingClient(limit: Int, hold: Double) -> (CouchDBClient, inFlight: EventLog<Int>) {
         let inFlight = EventLog<Int>()
         let counter = Counter()
         let transport = SimulatedTransport(responder: { _ in
             inFlight.append(counter.increment())
-            Thread.sleep(forTimeInterval: 0.02)
+            Thread.sleep(forTimeInterval: hold)
             counter.decrement()
             return .json(200, #"{"couchdb":"Welcome","version":"3.5.0"}"#)
         })
         var configuration = Configuration()
-        configuration.maximumConcurrentOperations = 3
-        let client = Simulation.client(transport: transport, configuration: configuration)
+        configuration.maximumConcurrentOperations = limit
+        return (Simulation.client(transport: transport, configuration: configuration), inFlight)
+    }
+
+    @Test("The client's queue runs at most maximumConcurrentOperations at once")
+    func concurrencyLimit() {
+        let (client, inFlight) = Self.countingClient(limit: 3, hold: 0.02)
         #expect(client.operationQueue.maxConcurrentOperationCount == 3)
         let tasks = (0..<12).map { _ in client.task(for: GetServerInfoOperation()) }
         client.operationQueue.addOperations(tasks, waitUntilFinished: true)
@@ -80,17 +86,7 @@ struct QueueTests {
 
     @Test("Async calls run at most maximumConcurrentOperations at once; the others wait their turn and all complete")
     func asyncConcurrencyLimit() async throws {
-        let inFlight = EventLog<Int>()
-        let counter = Counter()
-        let transport = SimulatedTransport(responder: { _ in
-            inFlight.append(counter.increment())
-            Thread.sleep(forTimeInterval: 0.01)
-            counter.decrement()
-            return .json(200, #"{"couchdb":"Welcome","version":"3.5.0"}"#)
-        })
-        var configuration = Configuration()
-        configuration.maximumConcurrentOperations = 3
-        let client = Simulation.client(transport: transport, configuration: configuration)
+        let (client, inFlight) = Self.countingClient(limit: 3, hold: 0.01)
         defer { client.shutdown() }
         let versions = try await withThrowingTaskGroup(of: String.self) { group in
             for _ in 0..<24 { group.addTask { try await client.value(GetServerInfoOperation()).version } }

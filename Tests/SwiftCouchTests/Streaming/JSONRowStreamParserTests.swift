@@ -3,19 +3,6 @@ import Testing
 
 @testable import SwiftCouch
 
-/// A small seeded generator (SplitMix64) so "random" chunkings are the same on every run.
-struct StreamSeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// Bodies from the real CouchDB transcripts, laid out as CouchDB streams them.
 enum StreamFixtures {
     static let transcripts: URL = {
@@ -107,7 +94,7 @@ enum StreamFixtures {
         try parse(Array(text.utf8), rowsKey: rowsKey, cuts: [])
     }
 
-    func randomCuts(_ count: Int, _ generator: inout StreamSeededGenerator) -> [Int] {
+    func randomCuts(_ count: Int, _ generator: inout SeededGenerator) -> [Int] {
         var cuts: [Int] = []
         var position = 0
         while true {
@@ -152,7 +139,7 @@ enum StreamFixtures {
     }
 
     @Test func transcriptBodiesInRandomChunks() throws {
-        var generator = StreamSeededGenerator(seed: 42)
+        var generator = SeededGenerator(seed: 42)
         for body in try StreamFixtures.allBodies() {
             for _ in 0..<20 {
                 let cuts = randomCuts(body.bytes.count, &generator)
@@ -272,7 +259,7 @@ enum StreamFixtures {
         for cut in 0...bytes.count {
             #expect(try parse(bytes, rowsKey: nil, cuts: [cut]).rows == expected, "split at \(cut)")
         }
-        var generator = StreamSeededGenerator(seed: 7)
+        var generator = SeededGenerator(seed: 7)
         for _ in 0..<200 {
             let cuts = (0..<3).map { _ in Int.random(in: 0...bytes.count, using: &generator) }.sorted()
             #expect(try parse(bytes, rowsKey: nil, cuts: cuts).rows == expected, "cuts \(cuts)")

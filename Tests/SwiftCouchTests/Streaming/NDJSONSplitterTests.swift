@@ -46,7 +46,7 @@ import Testing
         let text = try #require(response["body_text"] as? String)
         let values = try #require(response["body"] as? [Any])
         let bytes = Array(text.utf8)
-        var generator = StreamSeededGenerator(seed: 3)
+        var generator = SeededGenerator(seed: 3)
         for _ in 0..<50 {
             let cuts = (0..<4).map { _ in Int.random(in: 0...bytes.count, using: &generator) }.sorted()
             let lines = split(bytes, cuts: cuts)
