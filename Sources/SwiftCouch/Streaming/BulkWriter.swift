@@ -61,9 +61,8 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     private let client: CouchDBClient
     private let database: String
     private let options: Options
-    /// Documents waiting for the next batch, their encoded bodies one after another in `pendingBytes`.
-    private var pending: [Item] = []
-    private var pendingBytes: [UInt8] = []
+    /// Documents waiting for the next batch.
+    private var pending = Batch(bytes: [], items: [])
     private var inFlight = 0
     private var slotWaiters: [CheckedContinuation<Void, Never>] = []
     /// One per document added, in order (nil until known).
@@ -134,10 +133,10 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         results.append(nil)
         // Dates are written as the client's configuration says (outside the pipeline here).
         let refusal = DateCoding.with(client.configuration.dateCoding) {
-            Self.prepare(document, index: index, makeID: options.makeID, into: &pendingBytes, items: &pending)
+            Self.prepare(document, index: index, makeID: options.makeID, into: &pending)
         }
         if let refusal { results[index] = .failure(refusal) }
-        if pending.count >= options.batchSize { await sendPending() }
+        if pending.items.count >= options.batchSize { await sendPending() }
     }
 
     /// Queues every document of `documents`, then finishes and returns the results.
@@ -152,7 +151,7 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     /// retries) gets a failure with error `request_failed` and the ``CouchError``'s description.
     public func finish() async throws(CouchError) -> [BulkWriteResult] {
         guard !finished else { throw CouchError.validation("The BulkWriter has already finished.") }
-        if !pending.isEmpty { await sendPending() }
+        if !pending.items.isEmpty { await sendPending() }
         finished = true
         while let batch = batches.popLast() { await batch.value }
         return results.map {
@@ -162,45 +161,47 @@ public actor BulkWriter<Document: Encodable & Sendable> {
 
     // MARK: - Preparing documents
 
-    /// Encodes `document` at the end of `bytes` and records it in `items`, giving it an `_id` when
-    /// it has none; or refuses what CouchDB would refuse for the whole request (nothing is kept).
-    static func prepare(
-        _ document: Document, index: Int, makeID: () -> String, into bytes: inout [UInt8], items: inout [Item]
-    ) -> DocumentError? {
-        let mark = bytes.count
-        if !items.isEmpty { bytes.append(UInt8(ascii: ",")) }
-        let start = bytes.count
+    /// Encodes `document` at the end of `batch`'s bytes and records it in its items, giving it an
+    /// `_id` when it has none; or refuses what CouchDB would refuse for the whole request (nothing
+    /// is kept).
+    static func prepare(_ document: Document, index: Int, makeID: () -> String, into batch: inout Batch)
+        -> DocumentError?
+    {
+        let mark = batch.bytes.count
+        if !batch.items.isEmpty { batch.bytes.append(UInt8(ascii: ",")) }
+        let start = batch.bytes.count
         do {
             // Straight into the batch's buffer: no `Data` per document.
-            try JSONBody.appendDocument(document, to: &bytes)
+            try JSONBody.appendDocument(document, to: &batch.bytes)
         } catch {
-            bytes.removeSubrange(mark...)
+            batch.bytes.removeSubrange(mark...)
             let message = (error as? CouchError)?.message ?? "\(error)"
             return DocumentError(id: nil, rev: nil, error: "bad_request", reason: message)
         }
         // `_id` and `_rev` are read from the encoded bytes (no second decode of the document).
-        let meta = bytes.withUnsafeBufferPointer { all in
+        let meta = batch.bytes.withUnsafeBufferPointer { all in
             TopLevelStrings.find(.idAndRev, in: UnsafeBufferPointer(rebasing: all[start...]))
         }
         guard let meta else {
-            bytes.removeSubrange(mark...)
+            batch.bytes.removeSubrange(mark...)
             return DocumentError(id: nil, rev: nil, error: "bad_request", reason: "_id and _rev must be strings.")
         }
-        guard let id = meta[0] else {
-            let id = makeID()
-            let empty = bytes[(start + 1)...].first { !(" \n\r\t".utf8.contains($0)) } == UInt8(ascii: "}")
+        let id: String
+        if let given = meta[0] {
+            if let refusal = refusal(ofID: given) {
+                batch.bytes.removeSubrange(mark...)
+                return DocumentError(id: given, rev: nil, error: "illegal_docid", reason: refusal)
+            }
+            id = given
+        } else {
+            id = makeID()
+            let empty = batch.bytes[(start + 1)...].first { !(" \n\r\t".utf8.contains($0)) } == UInt8(ascii: "}")
             var member = Array(#""_id":"#.utf8)
             member.append(contentsOf: JSONBody.stringLiteral(id).utf8)
             if !empty { member.append(UInt8(ascii: ",")) }
-            bytes.insert(contentsOf: member, at: start + 1)
-            items.append(Item(index: index, id: id, parentRevision: meta[1], range: start..<bytes.count))
-            return nil
+            batch.bytes.insert(contentsOf: member, at: start + 1)
         }
-        if let refusal = refusal(ofID: id) {
-            bytes.removeSubrange(mark...)
-            return DocumentError(id: id, rev: nil, error: "illegal_docid", reason: refusal)
-        }
-        items.append(Item(index: index, id: id, parentRevision: meta[1], range: start..<bytes.count))
+        batch.items.append(Item(index: index, id: id, parentRevision: meta[1], range: start..<batch.bytes.count))
         return nil
     }
 
@@ -220,10 +221,9 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         while inFlight >= options.maximumBatchesInFlight {
             await withCheckedContinuation { slotWaiters.append($0) }
         }
-        let batch = Batch(bytes: pendingBytes, items: pending)
-        pending = []
-        pendingBytes = []
-        pendingBytes.reserveCapacity(batch.bytes.count)
+        let batch = pending
+        pending = Batch(bytes: [], items: [])
+        pending.bytes.reserveCapacity(batch.bytes.count)
         inFlight += 1
         batches.append(
             Task {
