@@ -58,24 +58,31 @@ struct LoginFaultHandOffEndToEndTests {
 
     @Test("429 on every login over sockets: every async call ends with the 429 once the retries run out")
     func loginTooManyRequestsForever() async throws {
-        // As many turns as calls: all of them wait for the same login (later waves would each start one).
-        try await withPrivateTestServer(for: "429 on every login", concurrency: 32, retryPolicy: Self.policy) {
+        // As many turns as calls: all of them wait for the same login (a call that starts after the
+        // login and its retries have failed rightly starts another). So the calls must all start
+        // while it runs: they run on Dispatch threads, not the cooperative pool, which synchronous
+        // tests elsewhere can hold for tens of seconds in a full run (CI once saw the calls start
+        // across five logins), and the retries are slow enough (0.1 + 0.2 + 0.3 s) for that.
+        let policy = RetryPolicy(maximumRetries: 3, initialDelay: 0.1, maximumDelay: 0.3)
+        try await withPrivateTestServer(for: "429 on every login", concurrency: 32, retryPolicy: policy) {
             server, client in
             _ = server.faults.failNext(1_000, with: .tooManyRequests(), matching: .path("/_session", method: "POST"))
-            let statuses = await withTaskGroup(of: Int?.self) { group in
-                for _ in 0..<20 {
-                    group.addTask {
-                        do throws(CouchError) {
-                            _ = try await client.value(GetServerInfoOperation())
-                            return nil
-                        } catch {
-                            return error.statusCode
+            let statuses = await offCooperativePool {
+                await withTaskGroup(of: Int?.self) { group in
+                    for _ in 0..<20 {
+                        group.addTask {
+                            do throws(CouchError) {
+                                _ = try await client.value(GetServerInfoOperation())
+                                return nil
+                            } catch {
+                                return error.statusCode
+                            }
                         }
                     }
+                    var statuses: [Int?] = []
+                    for await status in group { statuses.append(status) }
+                    return statuses
                 }
-                var statuses: [Int?] = []
-                for await status in group { statuses.append(status) }
-                return statuses
             }
             #expect(statuses.count == 20)
             #expect(statuses.allSatisfy { $0 == 429 })
@@ -83,4 +90,14 @@ struct LoginFaultHandOffEndToEndTests {
             #expect(server.requestCount(path: "/", method: "GET") == 0, "nothing is sent without a session")
         }
     }
+}
+
+/// Runs `body` with its child tasks on Dispatch threads (the library's own task executor) rather
+/// than the cooperative pool, for tests whose calls must start together: in a full parallel run
+/// synchronous tests can hold every cooperative thread for tens of seconds.
+private func offCooperativePool<T>(_ body: () async throws -> T) async rethrows -> T {
+    if #available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, *) {
+        return try await withTaskExecutorPreference(AdapterExecutor.shared) { try await body() }
+    }
+    return try await body()
 }
