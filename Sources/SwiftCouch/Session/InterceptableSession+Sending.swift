@@ -84,7 +84,7 @@ extension InterceptableSession {
     /// Hands one attempt to the transport.
     func dispatch(_ attempt: Attempt, request: HTTPRequest, generation: Int?) {
         dispatchPrecondition(condition: .onQueue(queue))
-        guard attempt.handle.beginTransmission() else { return }
+        guard let transmission = attempt.handle.beginTransmission() else { return }
         if !configuration.monitors.isEmpty {
             let event = attempt.event()
             for monitor in configuration.monitors { monitor.requestStarted(event) }
@@ -97,24 +97,30 @@ extension InterceptableSession {
             let relay = StreamRelay(
                 session: self, attempt: attempt, request: request, generation: generation, started: started,
                 receiver: receiver)
-            attempt.handle.track(inFlight: transport.stream(request, receiver: relay))
+            attempt.handle.track(inFlight: transport.stream(request, receiver: relay), transmission: transmission)
             return
         }
-        let inFlight = transport.send(request) { [self] result in
-            let work: @Sendable () -> Void = {
-                self.received(result, attempt: attempt, request: request, generation: generation, started: started)
+        // The transport is handed the request outside the queue when it can be (the send runs
+        // nothing of the session's state; waking a connection's thread is a system call). A
+        // cancellation in between is still seen: `track` cancels what it is given then.
+        outsideQueue { [self] in
+            let inFlight = transport.send(request) { [self] result in
+                let work: @Sendable () -> Void = {
+                    self.received(
+                        result, attempt: attempt, request: request, generation: generation, started: started)
+                }
+                // On a socket connection's thread (SwiftCouch's own, holding no one else's lock) the
+                // session's state is updated right there, and the operation's completion
+                // (processResponse) runs there too, outside the queue: no hop. Any other transport's
+                // thread (URLSession's delegate queue) only queues the work, as it always did.
+                if ThreadRole.isConnectionThread {
+                    enterQueue(work)
+                } else {
+                    queue.async(execute: work)
+                }
             }
-            // On a socket connection's thread (SwiftCouch's own, holding no one else's lock) the
-            // session's state is updated right there, and the operation's completion
-            // (processResponse) runs there too, outside the queue: no hop. Any other transport's
-            // thread (URLSession's delegate queue) only queues the work, as it always did.
-            if ThreadRole.isConnectionThread {
-                enterQueue(work)
-            } else {
-                queue.async(execute: work)
-            }
+            attempt.handle.track(inFlight: inFlight, transmission: transmission)
         }
-        attempt.handle.track(inFlight: inFlight)
     }
 
     func received(

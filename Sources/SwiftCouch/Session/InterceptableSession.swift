@@ -30,10 +30,11 @@ public final class InterceptableSession: @unchecked Sendable {
     /// Marks every session's queue, so that a thread already on one never waits for another
     /// (``enterQueue(_:)`` then falls back to `async`: no cycle of sessions waiting for each other).
     static let queueKey = DispatchSpecificKey<Bool>()
-    /// While ``enterQueue(_:)`` runs work on the caller's thread: completions are collected here
-    /// (queue-owned) and called after the work has left the queue.
-    var deferredCompletions: [(RequestHandle, Result<HTTPResponse, CouchError>)] = []
-    var deferringCompletions = false
+    /// While ``enterQueue(_:)`` runs work on the caller's thread: what must not hold the queue
+    /// (completions, hand-offs to the transport) is collected here (queue-owned) and run on that
+    /// thread after the work has left the queue.
+    var deferredWork: [() -> Void] = []
+    var deferringWork = false
     let transcript: TranscriptLogger?
     var sessionState = AuthSessionState()
     /// The requests in flight, for `shutdown()`.
@@ -113,34 +114,42 @@ public final class InterceptableSession: @unchecked Sendable {
     }
 
     /// Runs `work` on the session's queue from the calling thread, as under a lock — no hand-off
-    /// to another thread and back — then calls, on this thread and outside the queue, the
-    /// completions `work` produced through ``complete(_:_:)``: decoding a response never holds
-    /// the session queue. On a session queue already (a monitor or log handler sending a request),
-    /// the work is queued with `async` instead, as it always may be.
+    /// to another thread and back — then runs, on this thread and outside the queue, what `work`
+    /// deferred through ``outsideQueue(_:)``: the completions of ``complete(_:_:)`` (decoding a
+    /// response never holds the session queue) and the hand-offs to the transport (waking a
+    /// connection's thread never holds it either, so concurrent callers rarely wait for the
+    /// queue). On a session queue already (a monitor or log handler sending a request), the work
+    /// is queued with `async` instead, as it always may be.
     func enterQueue(_ work: @escaping @Sendable () -> Void) {
         if DispatchQueue.getSpecific(key: Self.queueKey) != nil {
             queue.async(execute: work)
             return
         }
-        let ready = queue.sync { () -> [(RequestHandle, Result<HTTPResponse, CouchError>)] in
-            deferringCompletions = true
+        let ready = queue.sync { () -> [() -> Void] in
+            deferringWork = true
             work()
-            deferringCompletions = false
-            defer { deferredCompletions = [] }
-            return deferredCompletions
+            deferringWork = false
+            defer { deferredWork = [] }
+            return deferredWork
         }
-        for (handle, result) in ready { handle.finish(result) }
+        for step in ready { step() }
+    }
+
+    /// Runs `step` — which touches no session state — at once on the session queue, or, inside
+    /// ``enterQueue(_:)``, on the same thread once the work has left the queue.
+    func outsideQueue(_ step: @escaping () -> Void) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        if deferringWork {
+            deferredWork.append(step)
+        } else {
+            step()
+        }
     }
 
     /// Ends a request from the session queue: at once, or — inside ``enterQueue(_:)`` — once the
     /// work has left the queue.
     func complete(_ handle: RequestHandle, _ result: Result<HTTPResponse, CouchError>) {
-        dispatchPrecondition(condition: .onQueue(queue))
-        if deferringCompletions {
-            deferredCompletions.append((handle, result))
-        } else {
-            handle.finish(result)
-        }
+        outsideQueue { handle.finish(result) }
     }
 
     /// Sends `request` with authentication and retries, and calls `completion` exactly once: with

@@ -17,6 +17,8 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
         var timer: DispatchWorkItem?
         /// An attempt has been handed to the transport and has not ended with a response.
         var transmitting = false
+        /// Counts the attempts handed to the transport (see `beginTransmission`).
+        var transmission = 0
         /// An earlier attempt ended without a response after it was sent: it may have been carried out.
         var uncertain = false
         /// A response arrived (the server acted on the request, whatever it answered); a
@@ -68,13 +70,15 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
         finish(.failure(error))
     }
 
-    /// Called just before an attempt is handed to the transport: false (send nothing) when the
-    /// request is already cancelled, so a cancelled request is never sent.
-    func beginTransmission() -> Bool {
-        state.withLock { state -> Bool in
-            guard !state.cancelled else { return false }
+    /// Called just before an attempt is handed to the transport: the attempt's number, for
+    /// ``track(inFlight:transmission:)``, or nil (send nothing) when the request is already
+    /// cancelled, so a cancelled request is never sent.
+    func beginTransmission() -> Int? {
+        state.withLock { state -> Int? in
+            guard !state.cancelled else { return nil }
             state.transmitting = true
-            return true
+            state.transmission += 1
+            return state.transmission
         }
     }
 
@@ -144,10 +148,27 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
         }
     }
 
-    /// Records what to cancel; cancels it straight away when the handle is already cancelled.
-    func track(inFlight: (any Cancellable)? = nil, timer: DispatchWorkItem? = nil) {
+    /// Records the pending retry timer to cancel; cancels it straight away when the handle is
+    /// already cancelled.
+    func track(timer: DispatchWorkItem) {
+        track(inFlight: nil, timer: timer, transmission: nil)
+    }
+
+    /// Records the transfer of attempt `transmission` (from ``beginTransmission()``) to cancel or
+    /// pause; cancels it straight away when the handle is already cancelled. The session may hand
+    /// a request to the transport after leaving its queue, so the transfer can be tracked after
+    /// its attempt has ended: it is then left alone (finished, and not to replace a retry's timer
+    /// or a later attempt's transfer).
+    func track(inFlight: any Cancellable, transmission: Int) {
+        track(inFlight: inFlight, timer: nil, transmission: transmission)
+    }
+
+    private func track(inFlight: (any Cancellable)?, timer: DispatchWorkItem?, transmission: Int?) {
         let (cancelled, paused) = state.withLock { state -> (Bool, Bool) in
             if !state.cancelled {
+                if let transmission, !state.transmitting || state.transmission != transmission {
+                    return (false, false)
+                }
                 state.inFlight = inFlight
                 state.timer = timer
             }
