@@ -28,7 +28,8 @@ if arguments.contains("--help") || arguments.contains("-h") {
 
           --quick              reduced sizes (what CI runs); one repeat unless --repeats says otherwise
           --repeats N          medians of N repeats (default 3)
-          --only TEXT          only the workloads whose name contains TEXT
+          --only TEXT          only the workloads whose name contains TEXT (just the one named TEXT
+                               when a name is exactly TEXT)
           --transport NAME     only the library rows over NAME (sockets or URLSession)
           --no-baseline        skip the plain-Foundation rows (for profiling; no ratios then)
           --urlsession-study   client CPU per PUT+GET pair for several ways of driving URLSession
@@ -98,7 +99,8 @@ print(
     "Document: \(SmallDocument(_id: "doc0000000", n: 0, text: "small").json.utf8.count) bytes of JSON; "
         + "\(sizes.repeats) repeat(s) per row, interleaved, medians reported.")
 
-/// `--only <text>`: just the rows whose name contains the text (for profiling one workload).
+/// `--only <text>`: just the rows whose name contains the text, or the one named exactly so (for
+/// profiling one workload: "PUT+GET pairs, concurrency 1" is also part of "… concurrency 16").
 let only = arguments.firstIndex(of: "--only").flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
 /// `--transport <name>`: just that transport's library rows (`sockets` or `URLSession`), for profiling.
 let onlyTransport = arguments.firstIndex(of: "--transport").flatMap {
@@ -107,7 +109,9 @@ let onlyTransport = arguments.firstIndex(of: "--transport").flatMap {
 /// `--no-baseline`: skip the plain-Foundation rows (profiling only: the ratios need them).
 let skipBaseline = arguments.contains("--no-baseline")
 
-for workload in Workload.all(sizes: sizes) where only.map({ workload.name.contains($0) }) ?? true {
+let workloads = Workload.all(sizes: sizes)
+let exactlyNamed = workloads.contains { $0.name == only }
+for workload in workloads where only.map({ exactlyNamed ? workload.name == $0 : workload.name.contains($0) }) ?? true {
     for _ in 0..<sizes.repeats {
         // The library runs first, so its peak memory is not inflated by what the baseline left behind.
         for (transportName, makeTransport) in transports

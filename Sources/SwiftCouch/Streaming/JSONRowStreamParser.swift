@@ -122,11 +122,19 @@ public struct JSONRowStreamParser: Sendable {
 
     /// Feeds the next bytes of the body and hands each row completed by them to `emit`, as the
     /// bytes of the element, in place (valid only during the call): no copy per row.
+    ///
+    /// `leading`, when given, is offered every object row that starts in this chunk first, as the
+    /// rest of the chunk from the row's `{`: it returns the row's length when it has taken the
+    /// row (a parser of strict JSON that found the whole row there — no byte of it is then scanned
+    /// twice), or nil to leave it to this parser (the row goes on in the next chunk, or is
+    /// malformed: then found and reported exactly as without `leading`). What it takes must be
+    /// strict JSON, which this parser accepts too, or a malformed row would be taken for a row.
     mutating func feed(
-        _ data: Data, rows emit: (UnsafeRawBufferPointer) -> Void
+        _ data: Data, rows emit: (UnsafeRawBufferPointer) -> Void,
+        leading: ((UnsafeRawBufferPointer) -> Int?)? = nil
     ) throws(JSONStreamError) {
         let error = data.withUnsafeBytes { raw in
-            process(raw.bindMemory(to: UInt8.self), emit)
+            process(raw.bindMemory(to: UInt8.self), emit, leading: leading)
         }
         if let error { throw error }
     }
@@ -153,10 +161,11 @@ public struct JSONRowStreamParser: Sendable {
     }
 
     private mutating func process(
-        _ p: UnsafeBufferPointer<UInt8>, _ emit: (UnsafeRawBufferPointer) -> Void
+        _ p: UnsafeBufferPointer<UInt8>, _ emit: (UnsafeRawBufferPointer) -> Void,
+        leading: ((UnsafeRawBufferPointer) -> Int?)? = nil
     ) -> JSONStreamError? {
         if let failure { return failure }
-        let error = scan(p, emit)
+        let error = scan(p, emit, leading: leading)
         if let error {
             failure = error
             pending = []
@@ -165,7 +174,8 @@ public struct JSONRowStreamParser: Sendable {
     }
 
     private mutating func scan(
-        _ p: UnsafeBufferPointer<UInt8>, _ emit: (UnsafeRawBufferPointer) -> Void
+        _ p: UnsafeBufferPointer<UInt8>, _ emit: (UnsafeRawBufferPointer) -> Void,
+        leading: ((UnsafeRawBufferPointer) -> Int?)?
     ) -> JSONStreamError? {
         let n = p.count
         var i = 0
@@ -307,6 +317,14 @@ public struct JSONRowStreamParser: Sendable {
                 }
                 // A value starts here: decide whether it is a row, a metadata value or the rows array.
                 let depth = stack.count
+                if depth == rowsDepth, c == 0x7B, let leading,
+                    let length = leading(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: p[i..<n])))
+                {
+                    // The whole row was here and is taken: go on after it as after any row.
+                    i += length
+                    mode = .afterValue
+                    continue
+                }
                 if depth == rowsDepth {
                     capture = .row
                     captureDepth = depth

@@ -34,10 +34,14 @@ struct RowFraming: Sendable {
 
     var metadata: [String: Data] { parser?.metadata ?? lineMetadata }
 
-    /// Cuts `chunk` into rows, handing each to `emit` as its bytes (valid only during the call).
-    mutating func feed(_ chunk: Data, rows emit: (UnsafeRawBufferPointer) -> Void) throws {
+    /// Cuts `chunk` into rows, handing each to `emit` as its bytes (valid only during the call),
+    /// after offering it to `leading` (see `JSONRowStreamParser.feed(_:rows:leading:)`).
+    mutating func feed(
+        _ chunk: Data, rows emit: (UnsafeRawBufferPointer) -> Void,
+        leading: ((UnsafeRawBufferPointer) -> Int?)? = nil
+    ) throws {
         if parser != nil {
-            try parser!.feed(chunk, rows: emit)
+            try parser!.feed(chunk, rows: emit, leading: leading)
             return
         }
         for line in separate(lines!.feed(chunk)) { line.withUnsafeBytes(emit) }
@@ -330,19 +334,39 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
         }
         var decoded: [Row] = []
         var failure: CouchError?
-        do {
-            try parser.feed(chunk) { element in
-                guard failure == nil else { return }
-                do {
-                    decoded.append(try decodeRow(element))
-                } catch {
-                    // Quoted as transcripts are: passwords, keys and tokens redacted.
-                    let text = Redaction.redact(String(decoding: element.prefix(500), as: UTF8.self))
-                    failure = CouchError(
-                        kind: .decoding, message: "A row is not a valid \(Row.self): \(error); row: \(text)",
-                        statusCode: shared.current.statusCode, underlying: error)
-                }
+        /// One row, from its bytes.
+        func take(_ element: UnsafeRawBufferPointer, _ decode: () throws -> Row) {
+            do {
+                decoded.append(try decode())
+            } catch {
+                // Quoted as transcripts are: passwords, keys and tokens redacted.
+                let text = Redaction.redact(String(decoding: element.prefix(500), as: UTF8.self))
+                failure = CouchError(
+                    kind: .decoding, message: "A row is not a valid \(Row.self): \(error); row: \(text)",
+                    statusCode: shared.current.statusCode, underlying: error)
             }
+        }
+        do {
+            // With the fast decoder, a row found whole in the chunk is parsed once: the decoder's
+            // strict parse also finds where it ends, so the framing does not scan it first.
+            let leading: ((UnsafeRawBufferPointer) -> Int?)? =
+                fastDecoder == nil
+                ? nil
+                : { rest in
+                    guard failure == nil,
+                        let (value, length) = self.fastDecoder!.decodeLeadingValue(Row.self, from: rest)
+                    else { return nil }
+                    let element = UnsafeRawBufferPointer(rebasing: rest[0..<length])
+                    // A row the fast path does not cover: Foundation's exact value or error.
+                    take(element) { try value ?? self.decoder.decode(Row.self, from: Data(element)) }
+                    return length
+                }
+            try parser.feed(
+                chunk,
+                rows: { element in
+                    guard failure == nil else { return }
+                    take(element) { try self.decodeRow(element) }
+                }, leading: leading)
         } catch {
             failParsing(error)
             return

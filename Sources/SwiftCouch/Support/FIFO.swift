@@ -13,6 +13,17 @@ struct FIFO<Element> {
 
     mutating func append(contentsOf more: some Sequence<Element>) { elements.append(contentsOf: more) }
 
+    /// Appends `more`; when the queue is empty it becomes the queue's storage as it is, with no
+    /// element copied (rows handed over a chunk at a time).
+    mutating func append(contentsOf more: consuming [Element]) {
+        if isEmpty {
+            elements = more
+            head = 0
+        } else {
+            elements.append(contentsOf: more)
+        }
+    }
+
     /// The oldest element, taken; nil when empty.
     mutating func popFirst() -> Element? {
         guard head < elements.count else { return nil }
@@ -24,6 +35,11 @@ struct FIFO<Element> {
 
     /// The oldest `limit` elements (fewer when fewer are queued), taken.
     mutating func popFirst(_ limit: Int) -> [Element] {
+        if head == 0, elements.count <= limit {
+            // All of it: the storage itself is handed over, with no element copied.
+            defer { elements = [] }
+            return elements
+        }
         let taken = Array(elements[head..<(head + Swift.min(count, limit))])
         head += taken.count
         compact()

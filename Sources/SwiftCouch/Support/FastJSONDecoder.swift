@@ -23,10 +23,15 @@ struct FastJSONDecoder {
     mutating func decode<T: Decodable>(_ type: T.Type, from bytes: UnsafeRawBufferPointer, range: Range<Int>) throws
         -> T
     {
+        let slice = UnsafeRawBufferPointer(rebasing: bytes[range])
+        return try withOwnImpl { try $0.decodeTopLevel(type, from: slice) }
+    }
+
+    /// Runs `body` with an impl no one else holds, and after it makes sure no one else holds it.
+    private mutating func withOwnImpl<R>(_ body: (FastJSONDecoderImpl) throws -> R) rethrows -> R {
         if !isKnownUniquelyReferenced(&impl) {
             impl = FastJSONDecoderImpl(dateCoding: impl.dateCoding)
         }
-        let slice = UnsafeRawBufferPointer(rebasing: bytes[range])
         defer {
             // A decoder or container that escaped from `init(from:)` keeps the impl: give it its own bytes.
             if !isKnownUniquelyReferenced(&impl) {
@@ -34,7 +39,21 @@ struct FastJSONDecoder {
                 impl = FastJSONDecoderImpl(dateCoding: impl.dateCoding)
             }
         }
-        return try impl.decodeTopLevel(type, from: slice)
+        return try body(impl)
+    }
+
+    /// The one JSON value that `bytes` start with (they may go on past it: a row at the start of
+    /// the rest of a chunk), decoded as `type`. Nil when the bytes do not start with a complete,
+    /// strict JSON value (it goes on in the next chunk, or is malformed); else its length, and its
+    /// value — nil when the fast path could not decode it, which Foundation must then decode from
+    /// those bytes, for its exact value or error.
+    mutating func decodeLeadingValue<T: Decodable>(_ type: T.Type, from bytes: UnsafeRawBufferPointer)
+        -> (value: T?, length: Int)?
+    {
+        withOwnImpl { impl in
+            guard let length = try? impl.parse(bytes, leadingValueOnly: true) else { return nil }
+            return (try? impl.decodeParsed(type), length)
+        }
     }
 
     /// The value of `type` in `bytes`.
@@ -150,6 +169,13 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
     // MARK: Top level
 
     func decodeTopLevel<T: Decodable>(_ type: T.Type, from bytes: UnsafeRawBufferPointer) throws -> T {
+        _ = try parse(bytes, leadingValueOnly: false)
+        return try decodeParsed(type)
+    }
+
+    /// Indexes `bytes` (the whole of them, or with `leadingValueOnly` the one value they start
+    /// with) and returns where the value ends; throws when it is not strict JSON.
+    func parse(_ bytes: UnsafeRawBufferPointer, leadingValueOnly: Bool) throws -> Int {
         guard let address = bytes.baseAddress, bytes.count > 0, bytes.count < Int(Int32.max) else {
             throw FastJSON.Unsupported("empty or too large input")
         }
@@ -166,9 +192,20 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
         path.removeAll(keepingCapacity: true)
         var parser = FastJSONParser(base: base, count: count, tokens: tokens)
         tokens = []
-        try parser.parseDocument()
+        var end = count
+        if leadingValueOnly {
+            end = try parser.parseLeadingValue()
+            count = end
+        } else {
+            try parser.parseDocument()
+        }
         swap(&tokens, &parser.tokens)
         current = 0
+        return end
+    }
+
+    /// The value of `type` from the value last indexed by ``parse(_:leadingValueOnly:)``.
+    func decodeParsed<T: Decodable>(_ type: T.Type) throws -> T {
         let value: T
         do {
             value = try decodeValue(type, token: 0, ref: 0, key: FastJSONNoKey())

@@ -30,6 +30,13 @@ struct FastJSONParser {
         guard index == count else { throw invalid("trailing characters") }
     }
 
+    /// Parses the one value at the start of the bytes, which may go on past it (a row inside a
+    /// chunk of a stream), and returns where it ends.
+    mutating func parseLeadingValue() throws -> Int {
+        try parseValue(depth: 0)
+        return index
+    }
+
     @inline(__always)
     private mutating func skipWhitespace() {
         while index < count {

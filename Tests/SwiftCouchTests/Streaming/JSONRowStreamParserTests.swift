@@ -78,16 +78,74 @@ enum StreamFixtures {
     typealias Parsed = (rows: [Data], metadata: [String: Data])
 
     /// Parses `bytes` fed in the given chunks.
+    /// Rows and metadata of `bytes` fed in the pieces `cuts` makes. Every call also checks that the
+    /// row streams' way of feeding (each object row that starts in a chunk offered first to the
+    /// fast decoder's strict parser, `leading`) finds the same rows and metadata, or fails with
+    /// the same error at the same byte.
     func parse(_ bytes: [UInt8], rowsKey: String?, cuts: [Int]) throws -> Parsed {
+        let plain = Result { try frame(bytes, rowsKey: rowsKey, cuts: cuts, offerLeading: false).parsed }
+        let offered = Result { try frame(bytes, rowsKey: rowsKey, cuts: cuts, offerLeading: true).parsed }
+        switch (plain, offered) {
+        case (.success(let a), .success(let b)):
+            #expect(a.rows == b.rows && a.metadata == b.metadata, "leading rows taken: cuts \(cuts)")
+        case (.failure(let a), .failure(let b)):
+            #expect(String(describing: a) == String(describing: b), "leading rows taken: cuts \(cuts)")
+        case (.success, .failure(let error)), (.failure(let error), .success):
+            Issue.record("Only one way of feeding failed (\(error)); cuts \(cuts)")
+        }
+        return try plain.get()
+    }
+
+    /// ``parse(_:rowsKey:cuts:)`` one way; with `offerLeading`, also how many rows the strict
+    /// parser took.
+    func frame(_ bytes: [UInt8], rowsKey: String?, cuts: [Int], offerLeading: Bool) throws -> (
+        parsed: Parsed, taken: Int
+    ) {
         var parser = JSONRowStreamParser(rowsKey: rowsKey)
+        var decoder = FastJSONDecoder(dateCoding: .iso8601)
         var rows: [Data] = []
+        var taken = 0
         var start = 0
         for cut in cuts + [bytes.count] where cut >= start {
-            rows += try parser.feed(bytes[start..<cut])
+            if offerLeading {
+                try parser.feed(
+                    Data(bytes[start..<cut]), rows: { rows.append(Data($0)) },
+                    leading: { rest in
+                        guard let (_, length) = decoder.decodeLeadingValue(JSONValue.self, from: rest) else {
+                            return nil
+                        }
+                        rows.append(Data(rest[0..<length]))
+                        taken += 1
+                        return length
+                    })
+            } else {
+                rows += try parser.feed(bytes[start..<cut])
+            }
             start = cut
         }
         try parser.finish()
-        return (rows, parser.metadata)
+        return ((rows, parser.metadata), taken)
+    }
+
+    @Test func rowsWholeInAChunkAreTakenByTheStrictParser() throws {
+        let text = Array(#"{"total_rows":3,"rows":[{"id":"a"} , {"id":"b","v":[1,{"x":"}"}]},{"id":"c"}],"x":1}"#.utf8)
+        let whole = try frame(text, rowsKey: "rows", cuts: [], offerLeading: true)
+        #expect(whole.taken == 3)
+        #expect(
+            whole.parsed.rows.map { String(decoding: $0, as: UTF8.self) } == [
+                #"{"id":"a"}"#, #"{"id":"b","v":[1,{"x":"}"}]}"#, #"{"id":"c"}"#,
+            ])
+        #expect(whole.parsed.metadata == ["total_rows": Data("3".utf8), "x": Data("1".utf8)])
+        // Cut inside the second row: it is left to the framing, the others are taken.
+        let cut = try frame(text, rowsKey: "rows", cuts: [40], offerLeading: true)
+        #expect(cut.taken == 2)
+        #expect(cut.parsed.rows == whole.parsed.rows)
+        // A malformed row is never taken: the framing reports it, at its byte.
+        let bad = Array(#"{"rows":[{"id":01}]}"#.utf8)
+        let error = #expect(throws: JSONStreamError.self) {
+            _ = try frame(bad, rowsKey: "rows", cuts: [], offerLeading: true)
+        }
+        #expect(error?.offset == 16)
     }
 
     func parse(_ text: String, rowsKey: String?) throws -> Parsed {
