@@ -353,12 +353,16 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
                 fastDecoder == nil
                 ? nil
                 : { rest in
-                    guard failure == nil,
-                        let (value, length) = self.fastDecoder!.decodeLeadingValue(Row.self, from: rest)
-                    else { return nil }
-                    let element = UnsafeRawBufferPointer(rebasing: rest[0..<length])
+                    guard failure == nil else { return nil }
+                    var length = 0
+                    if let row = self.fastDecoder!.decodeLeadingValue(Row.self, from: rest, length: &length) {
+                        decoded.append(row)
+                        return length
+                    }
+                    guard length > 0 else { return nil }
                     // A row the fast path does not cover: Foundation's exact value or error.
-                    take(element) { try value ?? self.decoder.decode(Row.self, from: Data(element)) }
+                    let element = UnsafeRawBufferPointer(rebasing: rest[0..<length])
+                    take(element) { try self.decoder.decode(Row.self, from: Data(element)) }
                     return length
                 }
             try parser.feed(

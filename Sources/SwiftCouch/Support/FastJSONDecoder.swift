@@ -43,16 +43,22 @@ struct FastJSONDecoder {
     }
 
     /// The one JSON value that `bytes` start with (they may go on past it: a row at the start of
-    /// the rest of a chunk), decoded as `type`. Nil when the bytes do not start with a complete,
-    /// strict JSON value (it goes on in the next chunk, or is malformed); else its length, and its
-    /// value — nil when the fast path could not decode it, which Foundation must then decode from
-    /// those bytes, for its exact value or error.
-    mutating func decodeLeadingValue<T: Decodable>(_ type: T.Type, from bytes: UnsafeRawBufferPointer)
-        -> (value: T?, length: Int)?
-    {
+    /// the rest of a chunk), decoded as `type`. `length` is set to the value's length, or to 0
+    /// when the bytes do not start with a complete, strict JSON value (it goes on in the next
+    /// chunk, or is malformed). Nil when there is no such value, or when the fast path could not
+    /// decode it, which Foundation must then decode from those bytes for its exact value or error.
+    /// (Shaped for the per-row path: no tuple or enum over `T`, whose generic metadata would be
+    /// looked up per row.)
+    mutating func decodeLeadingValue<T: Decodable>(
+        _ type: T.Type, from bytes: UnsafeRawBufferPointer, length: inout Int
+    ) -> T? {
         withOwnImpl { impl in
-            guard let length = try? impl.parse(bytes, leadingValueOnly: true) else { return nil }
-            return (try? impl.decodeParsed(type), length)
+            guard let end = try? impl.parse(bytes, leadingValueOnly: true) else {
+                length = 0
+                return nil
+            }
+            length = end
+            return try? impl.decodeParsed(type)
         }
     }
 

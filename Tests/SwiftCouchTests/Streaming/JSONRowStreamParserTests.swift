@@ -111,9 +111,9 @@ enum StreamFixtures {
                 try parser.feed(
                     Data(bytes[start..<cut]), rows: { rows.append(Data($0)) },
                     leading: { rest in
-                        guard let (_, length) = decoder.decodeLeadingValue(JSONValue.self, from: rest) else {
-                            return nil
-                        }
+                        var length = 0
+                        _ = decoder.decodeLeadingValue(JSONValue.self, from: rest, length: &length)
+                        guard length > 0 else { return nil }
                         rows.append(Data(rest[0..<length]))
                         taken += 1
                         return length

@@ -140,8 +140,8 @@ public struct AllDocsRow<Doc: Decodable & Sendable>: Decodable, Sendable {
     public var exists: Bool { error == nil && value?.deleted != true }
 
     public init(from decoder: any Decoder) throws {
-        if let reader = FastJSONObjectReader(decoder), let row = try Self.read(reader) {
-            self = row
+        if let reader = FastJSONObjectReader(decoder), let fields = AllDocsRowFields(reader) {
+            self = try Self(fields, doc: reader)
             return
         }
         let container = try decoder.container(keyedBy: AllDocsRowKey.self)
@@ -156,20 +156,44 @@ public struct AllDocsRow<Doc: Decodable & Sendable>: Decodable, Sendable {
     /// not as expected: every member but the document is checked first, so the document is decoded
     /// at most once.
     static func read(_ reader: FastJSONObjectReader) throws -> Self? {
+        guard let fields = AllDocsRowFields(reader) else { return nil }
+        return try Self(fields, doc: reader)
+    }
+
+    /// The row from its checked members, and the document read from `reader`. The fields are
+    /// set one by one rather than through the memberwise initializer: on the per-row path each
+    /// generic call costs its own generic-metadata look-ups.
+    private init(_ fields: AllDocsRowFields, doc reader: FastJSONObjectReader) throws {
+        id = fields.id
+        key = fields.key
+        value = fields.rev.map { Value(rev: $0, deleted: fields.deleted) }
+        error = fields.error
+        doc = try reader.decodeIfPresent(Doc.self, AllDocsRowKey.doc)
+    }
+}
+
+/// The members of an ``AllDocsRow`` but its document, read and checked outside the generic type
+/// (no generic metadata per row); nil when something is not as expected.
+struct AllDocsRowFields {
+    var id: String?
+    var key: String
+    var rev: String?
+    var deleted: Bool?
+    var error: String?
+
+    init?(_ reader: FastJSONObjectReader) {
         guard case .some(let id) = reader.optionalString(AllDocsRowKey.id),
             let key = reader.string(AllDocsRowKey.key),
             case .some(let valueObject) = reader.optionalObject(AllDocsRowKey.value),
             case .some(let error) = reader.optionalString(AllDocsRowKey.error)
         else { return nil }
-        var value: Value?
+        (self.id, self.key, self.error) = (id, key, error)
         if let valueObject {
             guard let rev = valueObject.string(AllDocsRowKey.rev),
                 case .some(let deleted) = valueObject.optionalBool(AllDocsRowKey.deleted)
             else { return nil }
-            value = Value(rev: rev, deleted: deleted)
+            (self.rev, self.deleted) = (rev, deleted)
         }
-        let doc = try reader.decodeIfPresent(Doc.self, AllDocsRowKey.doc)
-        return AllDocsRow(id: id, key: key, value: value, doc: doc, error: error)
     }
 }
 
