@@ -81,11 +81,11 @@ public enum HTTPHeadParser {
     }
 
     static func parseVersion(_ bytes: ArraySlice<UInt8>, line: ArraySlice<UInt8>) throws -> HTTPVersion {
-        let v = Array(bytes)
-        guard v.count == 8, text(v[0..<5][...]) == "HTTP/", v[6] == UInt8(ascii: "."),
-            (0x30...0x39).contains(v[5]), (0x30...0x39).contains(v[7])
+        let v = bytes.startIndex
+        guard bytes.count == 8, bytes.starts(with: "HTTP/".utf8), bytes[v + 6] == UInt8(ascii: "."),
+            (0x30...0x39).contains(bytes[v + 5]), (0x30...0x39).contains(bytes[v + 7])
         else { throw HTTPWireError.invalidStartLine(text(line)) }
-        let version = HTTPVersion(major: Int(v[5] - 0x30), minor: Int(v[7] - 0x30))
+        let version = HTTPVersion(major: Int(bytes[v + 5] - 0x30), minor: Int(bytes[v + 7] - 0x30))
         guard version.major == 1 else { throw HTTPWireError.unsupportedVersion(version.description) }
         return version
     }
@@ -109,7 +109,7 @@ public enum HTTPHeadParser {
             guard !value.contains(where: { $0 == 0 || $0 == 0x7F }) else {
                 throw HTTPWireError.invalidHeader(text(line))
             }
-            fields.append((text(name), text(value).trimmingHTTPWhitespace()))
+            fields.append((text(name), text(trimmingWhitespace(value))))
             if fields.count > limits.maxHeaderCount { throw HTTPWireError.tooManyHeaders(limit: limits.maxHeaderCount) }
         }
         return HTTPHeaders(fields)
@@ -129,8 +129,19 @@ public enum HTTPHeadParser {
         }
     }
 
+    /// `bytes` without leading and trailing optional whitespace (SP and HTAB octets, RFC 9110's OWS).
+    static func trimmingWhitespace(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        var start = bytes.startIndex
+        var end = bytes.endIndex
+        while start < end, bytes[start] == space || bytes[start] == tab { start += 1 }
+        while end > start, bytes[end - 1] == space || bytes[end - 1] == tab { end -= 1 }
+        return bytes[start..<end]
+    }
+
     /// Bytes as text: UTF-8 when valid, otherwise ISO-8859-1 (each byte one character).
     static func text(_ bytes: ArraySlice<UInt8>) -> String {
+        // Nearly every head is ASCII, which is valid UTF-8: no validating pass of its own.
+        if bytes.allSatisfy({ $0 < 0x80 }) { return String(decoding: bytes, as: UTF8.self) }
         if let s = String(validating: bytes, as: UTF8.self) { return s }
         var s = ""
         s.unicodeScalars.append(contentsOf: bytes.map { Unicode.Scalar($0) })

@@ -230,11 +230,18 @@ extension HTTPHeaders {
 }
 
 extension StringProtocol {
-    /// The string without leading and trailing spaces and tabs.
+    /// The string without leading and trailing spaces and tabs (SP and HTAB octets, RFC 9110's
+    /// OWS; read as bytes, not as characters).
     func trimmingHTTPWhitespace() -> String {
-        var s = Substring(self)
-        while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
-        while let l = s.last, l == " " || l == "\t" { s.removeLast() }
-        return String(s)
+        let bytes = Substring(self).utf8
+        var start = bytes.startIndex
+        var end = bytes.endIndex
+        while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start = bytes.index(after: start) }
+        while start < end {
+            let last = bytes.index(before: end)
+            guard bytes[last] == 0x20 || bytes[last] == 0x09 else { break }
+            end = last
+        }
+        return String(decoding: bytes[start..<end], as: UTF8.self)
     }
 }

@@ -6,18 +6,35 @@ import struct Foundation.Data
 public enum HTTPSerializer {
     /// `METHOD target HTTP/1.1`, the fields, and the empty line.
     public static func serialize(_ head: HTTPRequestHead) -> Data {
-        var out = "\(sanitize(head.method)) \(sanitize(head.target)) \(head.version)\r\n"
-        appendFields(head.headers, to: &out)
-        out += "\r\n"
-        return Data(out.utf8)
+        var out: [UInt8] = []
+        appendRequestLine(method: head.method, target: head.target, version: head.version, to: &out)
+        appendFieldsAndEnd(head.headers, to: &out)
+        return Data(out)
+    }
+
+    /// Appends `METHOD target HTTP/x.y` and its CRLF to `out`. A head written straight into a
+    /// byte buffer with this, ``appendField(name:value:to:)`` and a final CRLF has the bytes
+    /// `serialize(_:)` gives for it.
+    public static func appendRequestLine(method: String, target: String, version: HTTPVersion, to out: inout [UInt8]) {
+        appendSanitized(method, to: &out)
+        out.append(0x20)
+        appendSanitized(target, to: &out)
+        out.append(0x20)
+        out += version.description.utf8
+        out += [0x0D, 0x0A]
     }
 
     /// `HTTP/1.1 status reason`, the fields, and the empty line.
     public static func serialize(_ head: HTTPResponseHead) -> Data {
-        var out = "\(head.version) \(head.status) \(sanitize(head.reason))\r\n"
-        appendFields(head.headers, to: &out)
-        out += "\r\n"
-        return Data(out.utf8)
+        var out: [UInt8] = []
+        out += head.version.description.utf8
+        out.append(0x20)
+        out += String(head.status).utf8
+        out.append(0x20)
+        appendSanitized(head.reason, to: &out)
+        out += [0x0D, 0x0A]
+        appendFieldsAndEnd(head.headers, to: &out)
+        return Data(out)
     }
 
     /// One chunk of a chunked body: size in hex, CRLF, the bytes, CRLF. Empty data gives no bytes
@@ -38,25 +55,33 @@ public enum HTTPSerializer {
 
     /// The end of a chunked body: the zero-size chunk, any trailer fields, and the empty line.
     public static func lastChunk(trailers: HTTPHeaders = HTTPHeaders()) -> Data {
-        var out = "0\r\n"
-        appendFields(trailers, to: &out)
-        out += "\r\n"
-        return Data(out.utf8)
+        var out: [UInt8] = [0x30, 0x0D, 0x0A]
+        appendFieldsAndEnd(trailers, to: &out)
+        return Data(out)
     }
 
-    static func appendFields(_ headers: HTTPHeaders, to out: inout String) {
-        for field in headers {
-            out += sanitize(field.name)
-            out += ": "
-            out += sanitize(field.value)
-            out += "\r\n"
+    /// Appends `name: value` and its CRLF to `out` (CR, LF and NUL become spaces).
+    public static func appendField(name: String, value: String, to out: inout [UInt8]) {
+        appendSanitized(name, to: &out)
+        out += [0x3A, 0x20]
+        appendSanitized(value, to: &out)
+        out += [0x0D, 0x0A]
+    }
+
+    /// Appends every field, then the empty line that ends a head or a trailer.
+    static func appendFieldsAndEnd(_ headers: HTTPHeaders, to out: inout [UInt8]) {
+        for field in headers { appendField(name: field.name, value: field.value, to: &out) }
+        out += [0x0D, 0x0A]
+    }
+
+    /// Appends `s`'s bytes, a CR, LF or NUL written as a space (byte by byte: "\r\n" is one
+    /// `Character` but two bytes, and each becomes a space).
+    private static func appendSanitized(_ s: String, to out: inout [UInt8]) {
+        if s.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) {
+            out += s.utf8.map { $0 == 0x0D || $0 == 0x0A || $0 == 0 ? 0x20 : $0 }
+        } else {
+            out += s.utf8
         }
-    }
-
-    static func sanitize(_ s: String) -> String {
-        guard s.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else { return s }
-        // Byte by byte: "\r\n" is one Character but two bytes, and each becomes a space.
-        return String(decoding: s.utf8.map { $0 == 0x0D || $0 == 0x0A || $0 == 0 ? 0x20 : $0 }, as: UTF8.self)
     }
 }
 

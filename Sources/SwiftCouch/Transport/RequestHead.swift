@@ -58,8 +58,7 @@ enum RequestHead {
 
     /// Fields the transport writes itself; the request's own copies are left out.
     private static func isFramingField(_ name: String) -> Bool {
-        let lower = name.lowercased()
-        return lower == "content-length" || lower == "transfer-encoding"
+        name.caseInsensitiveEquals("Content-Length") || name.caseInsensitiveEquals("Transfer-Encoding")
     }
 
     /// Whether `request` names its own `Accept-Encoding` (the transport then adds none and decodes
@@ -76,7 +75,6 @@ enum RequestHead {
         for request: HTTPRequest, target: String, host: String, framing: RequestBodyFraming,
         acceptEncoding: String
     ) -> [UInt8] {
-        var fields = HTTPFields()
         var hasHost = false
         var hasAcceptEncoding = false
         for field in request.headers {
@@ -84,15 +82,23 @@ enum RequestHead {
             if field.name.caseInsensitiveEquals("Host") { hasHost = true }
             if field.name.caseInsensitiveEquals("Accept-Encoding") { hasAcceptEncoding = true }
         }
-        if !hasHost { fields.add("Host", host) }
-        for field in request.headers where !isFramingField(field.name) { fields.add(field.name, field.value) }
+        // Written straight into one buffer (no intermediate fields, string or `Data`).
+        var out: [UInt8] = []
+        out.reserveCapacity(512)
+        HTTPSerializer.appendRequestLine(
+            method: request.method.rawValue, target: target, version: HTTPVersion(major: 1, minor: 1), to: &out)
+        if !hasHost { HTTPSerializer.appendField(name: "Host", value: host, to: &out) }
+        for field in request.headers where !isFramingField(field.name) {
+            HTTPSerializer.appendField(name: field.name, value: field.value, to: &out)
+        }
         switch framing {
         case .none: break
-        case .contentLength(let length): fields.add("Content-Length", String(length))
-        case .chunked: fields.add("Transfer-Encoding", "chunked")
+        case .contentLength(let length):
+            HTTPSerializer.appendField(name: "Content-Length", value: String(length), to: &out)
+        case .chunked: HTTPSerializer.appendField(name: "Transfer-Encoding", value: "chunked", to: &out)
         }
-        if !hasAcceptEncoding { fields.add("Accept-Encoding", acceptEncoding) }
-        return Array(
-            HTTPSerializer.serialize(HTTPRequestHead(method: request.method.rawValue, target: target, headers: fields)))
+        if !hasAcceptEncoding { HTTPSerializer.appendField(name: "Accept-Encoding", value: acceptEncoding, to: &out) }
+        out += [0x0D, 0x0A]
+        return out
     }
 }

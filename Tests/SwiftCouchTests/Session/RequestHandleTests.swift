@@ -1,0 +1,71 @@
+import Foundation
+import Testing
+
+@testable import SwiftCouch
+
+/// The handle's record of what to cancel. The session hands a request to the transport after
+/// leaving its queue, so a transfer can be tracked after its attempt has already ended (answered,
+/// and a retry's timer tracked meanwhile): such a late transfer must neither replace the timer nor
+/// a later attempt's transfer.
+@Suite("Request handle: tracking transfers and timers")
+struct RequestHandleTests {
+    /// A transfer that records whether it was cancelled.
+    final class Transfer: Cancellable {
+        private let state = Locked(false)
+        var isCancelled: Bool { state.current }
+        func cancel() { state.withLock { $0 = true } }
+    }
+
+    func handle() -> RequestHandle {
+        RequestHandle(request: HTTPRequest(method: .get, url: URL(string: "http://127.0.0.1:1/db")!)) { _ in }
+    }
+
+    @Test func aTransferTrackedForItsAttemptIsCancelled() throws {
+        let handle = handle()
+        let attempt = try #require(handle.beginTransmission())
+        let transfer = Transfer()
+        handle.track(inFlight: transfer, transmission: attempt)
+        handle.cancel()
+        #expect(transfer.isCancelled)
+    }
+
+    @Test func aTransferTrackedAfterItsAttemptEndedDoesNotReplaceTheRetryTimer() throws {
+        let handle = handle()
+        let attempt = try #require(handle.beginTransmission())
+        // The answer (a 429) arrives before the sending thread records the transfer …
+        handle.endTransmission(answered: true, responded: false)
+        let timer = DispatchWorkItem {}
+        handle.track(timer: timer)
+        // … which it then does.
+        let late = Transfer()
+        handle.track(inFlight: late, transmission: attempt)
+        handle.cancel()
+        #expect(timer.isCancelled, "the retry's timer is still what a cancellation stops")
+        #expect(!late.isCancelled, "the finished transfer was not recorded")
+    }
+
+    @Test func aTransferOfAnEarlierAttemptDoesNotReplaceTheCurrentOne() throws {
+        let handle = handle()
+        let first = try #require(handle.beginTransmission())
+        handle.endTransmission(answered: true)
+        let second = try #require(handle.beginTransmission())
+        #expect(second == first + 1)
+        let current = Transfer()
+        handle.track(inFlight: current, transmission: second)
+        let stale = Transfer()
+        handle.track(inFlight: stale, transmission: first)
+        handle.cancel()
+        #expect(current.isCancelled)
+        #expect(!stale.isCancelled)
+    }
+
+    @Test func aTransferTrackedAfterTheCancellationIsCancelledAtOnce() throws {
+        let handle = handle()
+        let attempt = try #require(handle.beginTransmission())
+        handle.cancel()
+        #expect(handle.beginTransmission() == nil, "a cancelled request is never sent again")
+        let transfer = Transfer()
+        handle.track(inFlight: transfer, transmission: attempt)
+        #expect(transfer.isCancelled)
+    }
+}
