@@ -40,8 +40,10 @@ struct RequestHandleTests {
         let late = Transfer()
         handle.track(inFlight: late, transmission: attempt)
         handle.cancel()
-        #expect(timer.isCancelled, "the retry's timer is still what a cancellation stops")
-        #expect(!late.isCancelled, "the finished transfer was not recorded")
+        // Plain values in the expectations: reflecting a DispatchWorkItem on failure crashes.
+        let (timerCancelled, lateCancelled) = (timer.isCancelled, late.isCancelled)
+        #expect(timerCancelled, "the retry's timer is still what a cancellation stops")
+        #expect(!lateCancelled, "the finished transfer was not recorded")
     }
 
     @Test func aTransferOfAnEarlierAttemptDoesNotReplaceTheCurrentOne() throws {
@@ -55,8 +57,9 @@ struct RequestHandleTests {
         let stale = Transfer()
         handle.track(inFlight: stale, transmission: first)
         handle.cancel()
-        #expect(current.isCancelled)
-        #expect(!stale.isCancelled)
+        let (currentCancelled, staleCancelled) = (current.isCancelled, stale.isCancelled)
+        #expect(currentCancelled)
+        #expect(!staleCancelled)
     }
 
     @Test func aTransferTrackedAfterTheCancellationIsCancelledAtOnce() throws {
