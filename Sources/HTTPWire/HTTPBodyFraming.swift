@@ -31,12 +31,33 @@ public enum HTTPBodyFraming: Sendable, Equatable {
     public static func ofResponse(_ head: HTTPResponseHead, requestMethod: String) throws -> HTTPBodyFraming {
         if requestMethod == "HEAD" || head.isInformational || head.status == 204 || head.status == 304 { return .none }
         if requestMethod == "CONNECT", (200..<300).contains(head.status) { return .none }
+        if let length = plainContentLength(head.headers) { return .contentLength(length) }
         let codings = transferCodings(head.headers)
         if !codings.isEmpty {
             return codings.last == "chunked" && codings.filter({ $0 == "chunked" }).count == 1 ? .chunked : .untilClose
         }
         if let length = try contentLength(head.headers) { return .contentLength(length) }
         return .untilClose
+    }
+
+    /// The usual case in one pass over the fields, without the lists the general rules build: no
+    /// `Transfer-Encoding` and one `Content-Length` of digits only. Nil for anything else.
+    static func plainContentLength(_ headers: HTTPHeaders) -> Int? {
+        var found: Substring.UTF8View?
+        for pair in headers.pairs {
+            if pair.name.caseInsensitiveEquals("Transfer-Encoding") { return nil }
+            if pair.name.caseInsensitiveEquals("Content-Length") {
+                guard found == nil else { return nil }
+                found = Substring(pair.value).utf8
+            }
+        }
+        guard let digits = found, !digits.isEmpty, digits.count <= 18 else { return nil }
+        var value = 0
+        for byte in digits {
+            guard byte >= 0x30 && byte <= 0x39 else { return nil }
+            value = value * 10 + Int(byte - 0x30)
+        }
+        return value
     }
 
     /// The transfer codings of every `Transfer-Encoding` field, lower-cased, in order

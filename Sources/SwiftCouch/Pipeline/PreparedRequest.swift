@@ -56,14 +56,16 @@ struct PreparedRequest: Sendable {
         // Whatever the operation: no `.`/`..` segment, no header that could inject another.
         for segment in endpoint.segments { try CouchValidation.validatePathSegment(segment, what: "Path segment") }
         for field in headers { try CouchValidation.validateHeader(name: field.name, value: field.value) }
-        let (url, target) = try Self.url(base: base, path: endpoint, parameters: parameters)
+        guard let server = base.server else {
+            throw CouchError.validation("The server URL \(base.url) is not a valid URL.")
+        }
+        let target = Self.target(base: base, path: endpoint, parameters: parameters)
         if let callTimeout = options.timeout, !(callTimeout > 0) {
             throw CouchError.validation("A call's timeout must be more than 0 seconds, not \(callTimeout).")
         }
         var request = HTTPRequest(
-            method: method, url: url, headers: headers, body: body, streamedBody: streamedBody,
-            timeout: options.timeout ?? timeout)
-        request.encodedTarget = target
+            method: method, server: server, target: target, headers: headers, body: body,
+            streamedBody: streamedBody, timeout: options.timeout ?? timeout)
         request.retryPolicy = options.retryPolicy
         request.operationType = Op.self
         self.request = request
@@ -77,9 +79,21 @@ struct PreparedRequest: Sendable {
     static func url(
         base: ServerBase, path: CouchPath, parameters: [URLQueryItem]
     ) throws(CouchError) -> (url: URL, target: (path: String, query: String?)) {
-        guard let origin = base.origin else {
+        guard let origin = base.server?.origin else {
             throw CouchError.validation("The server URL \(base.url) is not a valid URL.")
         }
+        let target = target(base: base, path: path, parameters: parameters)
+        // Every piece is percent-encoded already, so the text is a valid URL as it stands.
+        guard let url = URL(string: origin + target.path + (target.query.map { "?" + $0 } ?? "")) else {
+            throw CouchError.validation("Could not build a URL for \(path).")
+        }
+        return (url, target)
+    }
+
+    /// The encoded path (the base's included) and query of a request.
+    static func target(base: ServerBase, path: CouchPath, parameters: [URLQueryItem]) -> (
+        path: String, query: String?
+    ) {
         let fullPath = base.basePath + path.encoded
         var query: String?
         if !parameters.isEmpty {
@@ -92,11 +106,7 @@ struct PreparedRequest: Sendable {
             }
             query = text
         }
-        // Every piece is percent-encoded already, so the text is a valid URL as it stands.
-        guard let url = URL(string: origin + fullPath + (query.map { "?" + $0 } ?? "")) else {
-            throw CouchError.validation("Could not build a URL for \(path).")
-        }
-        return (url, (fullPath, query))
+        return (fullPath, query)
     }
 }
 
@@ -104,8 +114,8 @@ struct PreparedRequest: Sendable {
 struct ServerBase: Sendable {
     /// The URL as given.
     let url: URL
-    /// `scheme://host:port`, without user information; nil when the URL cannot be taken apart.
-    let origin: String?
+    /// Scheme, host, port and `scheme://host:port`; nil when the URL cannot be taken apart.
+    let server: ServerOrigin?
     /// The base path, percent-encoded, without a trailing `/`: `""`, or `/couchdb` behind a proxy.
     let basePath: String
 
@@ -119,6 +129,27 @@ struct ServerBase: Sendable {
         let path = components?.percentEncodedPath ?? ""
         basePath = path.hasSuffix("/") ? String(path.dropLast()) : path
         components?.percentEncodedPath = ""
-        origin = components?.string
+        if let components, let origin = components.string {
+            var host = components.host ?? ""
+            if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+            server = ServerOrigin(
+                url: url, origin: origin, scheme: components.scheme?.lowercased() ?? "", host: host,
+                port: components.port)
+        } else {
+            server = nil
+        }
     }
+}
+
+/// The origin every request of a client goes to, taken apart once.
+struct ServerOrigin: Sendable {
+    /// The server URL as given (what a request's `url` falls back to).
+    let url: URL
+    /// `scheme://host:port`, without user information.
+    let origin: String
+    /// The scheme, lowercased.
+    let scheme: String
+    /// The host, without an IPv6 literal's brackets.
+    let host: String
+    let port: Int?
 }

@@ -59,7 +59,7 @@ public final class AutomaticTransport: Transport {
 
     /// The transport for `request`, created on first use; nil after `shutdown()`.
     private func transport(for request: HTTPRequest) -> (any Transport)? {
-        let socket = usesSocket(request.url)
+        let socket = socketsForHTTP && request.scheme == "http"
         return state.withLock { state -> (any Transport)? in
             guard !state.isShutDown else { return nil }
             if socket {

@@ -26,13 +26,35 @@ public typealias HTTPFields = HTTPHeaders
 public struct HTTPRequest: Sendable, CustomStringConvertible {
     public var method: HTTPMethod
     /// The absolute URL, with the percent-encoded path and query. Never carries user information.
+    ///
+    /// A request the pipeline prepared keeps its server and encoded target instead, and makes
+    /// the `URL` only when it is asked for (the socket transport never asks: parsing a `URL` cost
+    /// more than the rest of preparing a request).
     public var url: URL {
-        didSet { encodedTarget = nil }
+        get {
+            if let storedURL { return storedURL }
+            guard let server, let encodedTarget else { return URL(fileURLWithPath: "/") }
+            let text = server.origin + encodedTarget.path + (encodedTarget.query.map { "?" + $0 } ?? "")
+            // Every piece is percent-encoded already, so the text is a valid URL as it stands.
+            return URL(string: text) ?? server.url
+        }
+        set {
+            storedURL = newValue
+            server = nil
+            encodedTarget = nil
+        }
     }
+    private var storedURL: URL?
+    /// The server of a prepared request (scheme, host and port taken apart once per client), with
+    /// ``encodedTarget`` in place of a stored `url`.
+    private(set) var server: ServerOrigin?
     /// The percent-encoded path and query of `url`, when the request was built from them
     /// (`PreparedRequest`): read for every request by the transport, errors and monitors, so not
     /// parsed back out of the URL each time. Cleared when `url` changes.
-    var encodedTarget: (path: String, query: String?)?
+    private(set) var encodedTarget: (path: String, query: String?)?
+
+    /// The URL's scheme, lowercased.
+    var scheme: String { server?.scheme ?? url.scheme?.lowercased() ?? "" }
     public var headers: HTTPFields
     /// The body, sent again unchanged on every retry.
     public var body: Data?
@@ -58,12 +80,27 @@ public struct HTTPRequest: Sendable, CustomStringConvertible {
         streamedBody: StreamedBody? = nil, timeout: TimeInterval = 60, maximumResponseBodySize: Int? = nil
     ) {
         self.method = method
-        self.url = url
+        self.storedURL = url
         self.headers = headers
         self.body = body
         self.streamedBody = streamedBody
         self.timeout = timeout
         self.maximumResponseBodySize = maximumResponseBodySize
+    }
+
+    /// A request to `server`'s origin with the percent-encoded `target` (`url` is made from them
+    /// when it is asked for).
+    init(
+        method: HTTPMethod, server: ServerOrigin, target: (path: String, query: String?), headers: HTTPFields,
+        body: Data?, streamedBody: StreamedBody?, timeout: TimeInterval
+    ) {
+        self.method = method
+        self.server = server
+        self.encodedTarget = target
+        self.headers = headers
+        self.body = body
+        self.streamedBody = streamedBody
+        self.timeout = timeout
     }
 
     /// The error for a body past ``maximumResponseBodySize``.

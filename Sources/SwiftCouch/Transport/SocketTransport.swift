@@ -154,6 +154,10 @@ public final class SocketTransport: Transport {
 
     /// Where `request` goes; an error that says what to do for anything but `http`.
     static func hostKey(for request: HTTPRequest) throws(CouchError) -> HostKey {
+        // A prepared request's server was taken apart once per client: no URL made or parsed here.
+        if let server = request.server, server.scheme == "http", !server.host.isEmpty {
+            return HostKey(host: server.host, port: server.port ?? 80)
+        }
         let url = request.url
         let scheme = url.scheme?.lowercased() ?? ""
         guard scheme == "http" else {
