@@ -331,6 +331,8 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
             throw unsupported("Decimal")
         } else if T.self == [String].self, let strings = stringArray(token: token) {
             return unsafeBitCast(strings, to: T.self)
+        } else if T.self == [BulkWriteResult].self, let results = bulkWriteResults(token: token) {
+            return unsafeBitCast(results, to: T.self)
         }
         return try with(token: token, ref: ref, key: key) { try T(from: self) }
     }
@@ -350,6 +352,26 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
             element = Int(tokens[element].next)
         }
         return strings
+    }
+
+    /// A `_bulk_docs` answer (one result per document, a thousand or more per batch) without
+    /// `Array`'s generic `init(from:)` and a decoder per element: each element read as
+    /// ``BulkWriteResult/read(_:)`` reads it. Nil when one is not a plain success (an error row, an
+    /// odd shape), and `Array` then decodes the whole answer, with Foundation's values and errors.
+    func bulkWriteResults(token: Int) -> [BulkWriteResult]? {
+        guard tokens[token].kind == .array else { return nil }
+        var results: [BulkWriteResult] = []
+        results.reserveCapacity(Int(tokens[token].aux))
+        var element = token + 1
+        let end = Int(tokens[token].next)
+        while element < end {
+            guard tokens[element].kind == .object,
+                let result = BulkWriteResult.read(FastJSONObjectReader(impl: self, object: element))
+            else { return nil }
+            results.append(result)
+            element = Int(tokens[element].next)
+        }
+        return results
     }
 
     func bool<K: CodingKey>(token: Int, ref: Int32, key: K) throws -> Bool {

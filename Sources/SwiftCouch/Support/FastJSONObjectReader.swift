@@ -28,7 +28,9 @@ struct FastJSONObjectReader {
         ref = Int32(impl.path.count)
     }
 
-    private init(impl: FastJSONDecoderImpl, object: Int) {
+    /// A reader of the object at token `object`, with no coding path (for objects read without a
+    /// container: nested values, the elements of a `_bulk_docs` answer).
+    init(impl: FastJSONDecoderImpl, object: Int) {
         self.impl = impl
         self.object = object
         ref = nil

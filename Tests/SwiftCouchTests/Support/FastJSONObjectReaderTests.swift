@@ -133,6 +133,30 @@ struct FastJSONObjectReaderTests {
             expectSameDecoding([BulkWriteResult].self, json, fast: nil)
         }
     }
+
+    @Test("A _bulk_docs answer of successes is read element by element; any other is left to Array")
+    func bulkAnswersReadWhole() throws {
+        func direct(_ json: String) throws -> [BulkWriteResult]? {
+            let impl = FastJSONDecoderImpl(dateCoding: .iso8601)
+            let bytes = Array(json.utf8)
+            return try bytes.withUnsafeBytes { raw in
+                _ = try impl.parse(raw, leadingValueOnly: false)
+                return impl.bulkWriteResults(token: 0)
+            }
+        }
+        let successes = #"[{"ok":true,"id":"a","rev":"1-x"},{"ok":true,"id":"b\u00e9","rev":"2-y"}]"#
+        #expect(try direct(successes) == [.success(id: "a", rev: "1-x"), .success(id: "bé", rev: "2-y")])
+        #expect(try direct("[]") == [])
+        expectSameDecoding([BulkWriteResult].self, successes, fast: true)
+        expectSameDecoding([BulkWriteResult].self, "[]", fast: true)
+        for json in [
+            #"[{"ok":true,"id":"a","rev":"1-x"},{"id":"b","error":"conflict","reason":"Document update conflict."}]"#,
+            #"[{"ok":true,"id":"a","rev":"1-x"},7]"#, #"[{"id":"a","rev":null}]"#, #"{"id":"a","rev":"1"}"#,
+        ] {
+            #expect(try direct(json) == nil, "\(json)")
+            expectSameDecoding([BulkWriteResult].self, json, fast: nil)
+        }
+    }
 }
 
 private struct Note: Decodable, Equatable {
