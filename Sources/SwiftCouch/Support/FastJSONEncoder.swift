@@ -39,14 +39,44 @@ struct FastJSONEncoder {
         return Data(buffer: impl.bytes.buffer)
     }
 
-    /// The JSON text of `value`, with a new encoder.
+    private init(impl: FastJSONEncoderImpl) { self.impl = impl }
+
+    /// The JSON text of `value`, with this thread's encoder.
     static func encode<T: Encodable>(_ value: T, dateCoding: DateCoding) throws -> Data {
-        try FastJSONEncoder(dateCoding: dateCoding).encode(value)
+        try withThreadEncoder(dateCoding: dateCoding) { try $0.encode(value) }
     }
 
-    /// Appends the JSON text of `value` to `buffer`, with a new encoder.
+    /// Appends the JSON text of `value` to `buffer`, with this thread's encoder.
     static func encode<T: Encodable>(_ value: T, dateCoding: DateCoding, into buffer: inout [UInt8]) throws {
-        try FastJSONEncoder(dateCoding: dateCoding).encode(value, into: &buffer)
+        try withThreadEncoder(dateCoding: dateCoding) { try $0.encode(value, into: &buffer) }
+    }
+
+    /// Each thread keeps the encoder it last used (making one costs an object and four buffers,
+    /// per document of a bulk batch); released when the thread ends.
+    private static let cache = ThreadSlot(holdingObjects: ())
+
+    /// Largest output buffer kept between encodes (a large document's buffer is let go).
+    private static let keptCapacity = 64 * 1024
+
+    /// Runs `body` with this thread's encoder for `dateCoding`. The encoder is taken out of the
+    /// thread's slot while in use, so an `encode(to:)` that encodes JSON again gets one of its own.
+    private static func withThreadEncoder<R>(dateCoding: DateCoding, _ body: (FastJSONEncoder) throws -> R) rethrows
+        -> R
+    {
+        var impl: FastJSONEncoderImpl?
+        if let raw = UnsafeMutableRawPointer(bitPattern: cache.value) {
+            cache.value = 0
+            let cached = Unmanaged<FastJSONEncoderImpl>.fromOpaque(raw).takeRetainedValue()
+            if cached.dateCoding == dateCoding { impl = cached }
+        }
+        let encoder = impl ?? FastJSONEncoderImpl(dateCoding: dateCoding)
+        defer {
+            if encoder.bytes.capacity <= keptCapacity, cache.value == 0 {
+                encoder.reset()
+                cache.value = Int(bitPattern: Unmanaged.passRetained(encoder).toOpaque())
+            }
+        }
+        return try body(FastJSONEncoder(impl: encoder))
     }
 }
 

@@ -20,6 +20,19 @@ final class ThreadSlot: @unchecked Sendable {
         pthread_key_create(&key, nil)
     }
 
+    /// A slot whose non-zero value is an object retained for it
+    /// (`Unmanaged.passRetained(object).toOpaque()`), released when its thread ends.
+    init(holdingObjects: Void) {
+        // The closure captures nothing, so it is a C function pointer on every platform (its
+        // argument is optional on Linux, not on Darwin; `releaseObject` takes either).
+        pthread_key_create(&key) { pointer in ThreadSlot.releaseObject(pointer) }
+    }
+
+    private static func releaseObject(_ pointer: UnsafeMutableRawPointer?) {
+        guard let pointer else { return }
+        Unmanaged<AnyObject>.fromOpaque(pointer).release()
+    }
+
     /// This thread's value.
     var value: Int {
         get { pthread_getspecific(key).map { Int(bitPattern: $0) } ?? 0 }

@@ -452,6 +452,38 @@ private let edgeFloats: [Float] = [
 
 @Suite("FastJSON")
 struct FastJSONTests {
+    /// A value whose `encode(to:)` encodes JSON of its own with the library's encoder (as a
+    /// document embedding a pre-encoded string might).
+    private struct EncodesInside: Encodable {
+        var inner: [String: Date]
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: DynamicCodingKey.self)
+            let text = String(decoding: try FastJSON.encode(inner, dateCoding: .secondsSince1970), as: UTF8.self)
+            try container.encode(text, forKey: DynamicCodingKey("text"))
+            try container.encode(inner, forKey: DynamicCodingKey("inner"))
+        }
+    }
+
+    @Test("Each thread reuses its encoder: the date coding asked for, and an encode inside an encode, still hold")
+    func threadEncoderReuse() throws {
+        let date = Date(timeIntervalSince1970: 1_000)
+        for coding in [DateCoding.iso8601, .secondsSince1970, .iso8601, .millisecondsSince1970, .iso8601] {
+            let fast = try FastJSON.encode(["d": date], dateCoding: coding)
+            let foundation = try JSONBody.foundationEncoder(for: coding).encode(["d": date])
+            #expect(fast == foundation, "\(coding)")
+        }
+        let value = EncodesInside(inner: ["d": date])
+        for _ in 0..<3 {
+            let fast = try FastJSON.encode(value, dateCoding: .iso8601)
+            let object = try #require(try JSONSerialization.jsonObject(with: fast) as? [String: Any])
+            #expect(object["text"] as? String == #"{"d":1000}"#)
+            #expect((object["inner"] as? [String: String])?["d"] == "1970-01-01T00:16:40Z")
+        }
+        var buffer: [UInt8] = []
+        try FastJSON.encode(value, dateCoding: .iso8601, into: &buffer)
+        try FastJSON.encode(["n": 1], dateCoding: .iso8601, into: &buffer)
+        #expect(String(decoding: buffer, as: UTF8.self).hasSuffix(#"}{"n":1}"#))
+    }
     @Test("The benchmark document: same bytes as Foundation up to member order, members in encoding order")
     func album() throws {
         try expectSameEncoding(sampleAlbum)
