@@ -170,18 +170,22 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         let mark = batch.bytes.count
         if !batch.items.isEmpty { batch.bytes.append(UInt8(ascii: ",")) }
         let start = batch.bytes.count
+        let recorded: [String?]?
         do {
             // Straight into the batch's buffer: no `Data` per document.
-            try JSONBody.appendDocument(document, to: &batch.bytes)
+            recorded = try JSONBody.appendDocument(document, to: &batch.bytes)
         } catch {
             batch.bytes.removeSubrange(mark...)
             let message = (error as? CouchError)?.message ?? "\(error)"
             return DocumentError(id: nil, rev: nil, error: "bad_request", reason: message)
         }
-        // `_id` and `_rev` are read from the encoded bytes (no second decode of the document).
-        let meta = batch.bytes.withUnsafeBufferPointer { all in
-            TopLevelStrings.find(.idAndRev, in: UnsafeBufferPointer(rebasing: all[start...]))
-        }
+        // `_id` and `_rev` as the encoder wrote them, or read from the encoded bytes when it could
+        // not tell (no second decode of the document either way).
+        let meta =
+            recorded
+            ?? batch.bytes.withUnsafeBufferPointer { all in
+                TopLevelStrings.find(.idAndRev, in: UnsafeBufferPointer(rebasing: all[start...]))
+            }
         guard let meta else {
             batch.bytes.removeSubrange(mark...)
             return DocumentError(id: nil, rev: nil, error: "bad_request", reason: "_id and _rev must be strings.")

@@ -32,6 +32,23 @@ enum FastJSON {
         }
     }
 
+    /// ``encode(_:dateCoding:into:)`` for a document, also returning its top-level `_id` and
+    /// `_rev` strings as the fast encoder recorded them (see `TopLevelIDAndRev.strings`); nil when
+    /// they must be read from the bytes (Foundation wrote them, or the recording cannot tell).
+    static func encodeDocument<T: Encodable>(_ value: T, dateCoding: DateCoding, into buffer: inout [UInt8]) throws
+        -> [String?]?
+    {
+        let mark = buffer.count
+        do {
+            return try FastJSONEncoder.encodeRecordingIDAndRev(value, dateCoding: dateCoding, into: &buffer).strings
+        } catch {
+            buffer.removeSubrange(mark...)
+            let data = try JSONBody.foundationEncoder(for: dateCoding).encode(value)
+            buffer.append(contentsOf: data)
+            return nil
+        }
+    }
+
     /// ``encode(_:dateCoding:)``, saying whether the fast path wrote it (for tests).
     static func encodeReportingPath<T: Encodable>(_ value: T, dateCoding: DateCoding) throws -> (
         data: Data, fast: Bool

@@ -51,6 +51,19 @@ struct FastJSONEncoder {
         try withThreadEncoder(dateCoding: dateCoding) { try $0.encode(value, into: &buffer) }
     }
 
+    /// ``encode(_:dateCoding:into:)``, also returning what the value wrote as its top-level `_id`
+    /// and `_rev` members (a bulk batch's documents: no second pass over the bytes to find them).
+    static func encodeRecordingIDAndRev<T: Encodable>(
+        _ value: T, dateCoding: DateCoding, into buffer: inout [UInt8]
+    ) throws -> TopLevelIDAndRev {
+        try withThreadEncoder(dateCoding: dateCoding) { encoder in
+            encoder.impl.recordsIDAndRev = true
+            defer { encoder.impl.recordsIDAndRev = false }
+            try encoder.encode(value, into: &buffer)
+            return encoder.impl.idAndRev
+        }
+    }
+
     /// Each thread keeps the encoder it last used (making one costs an object and four buffers,
     /// per document of a bulk batch); released when the thread ends.
     private static let cache = ThreadSlot(holdingObjects: ())
@@ -86,6 +99,10 @@ struct FastJSONEncoder {
 /// The stored properties are `@exclusivity(unchecked)`: dynamic exclusivity checks were ~40% of the time, and
 /// no access to them overlaps another (no user code runs while one is open; `encode(to:)` is called between).
 final class FastJSONEncoderImpl: Encoder {
+    /// Whether to record the top-level `_id` and `_rev` members in ``idAndRev``.
+    @exclusivity(unchecked) var recordsIDAndRev = false
+    @exclusivity(unchecked) var idAndRev = TopLevelIDAndRev()
+
     /// An open object or array.
     struct Frame {
         var id: Int
@@ -151,6 +168,7 @@ final class FastJSONEncoderImpl: Encoder {
         valueBase = 0
         valueState = .empty
         failure = nil
+        idAndRev = TopLevelIDAndRev()
     }
 
     // MARK: Failure
@@ -409,6 +427,7 @@ final class FastJSONEncoderImpl: Encoder {
 
     /// Writes `,` if needed and the key of a member of the object at `index`, refusing a repeated key.
     func writeKey(_ key: String, frameIndex index: Int) throws {
+        if recordsIDAndRev, index == 0 { idAndRev.keyWritten(key) }
         if frames[index].count > 0 { bytes.append(UInt8(ascii: ",")) }
         frames[index].count += 1
         let start = bytes.count
@@ -532,6 +551,7 @@ struct FastKeyedEncodingContainer<Key: CodingKey>: KeyedEncodingContainerProtoco
     mutating func encode(_ value: String, forKey key: Key) throws {
         try self.key(key)
         impl.writeString(value)
+        if impl.recordsIDAndRev, index == 0 { impl.idAndRev.stringWritten(value) }
     }
 
     mutating func encode(_ value: Double, forKey key: Key) throws {
@@ -914,5 +934,51 @@ struct FastSingleValueEncodingContainer: SingleValueEncodingContainer {
         if impl.valueState == .empty {
             impl.bytes.append(UInt8(ascii: "{"), UInt8(ascii: "}"))
         }
+    }
+}
+
+/// What a document wrote as its top-level `_id` and `_rev` members, recorded while it is encoded:
+/// how many times each key was written, and the string written right after it.
+struct TopLevelIDAndRev {
+    private var idKeys = 0
+    private var revKeys = 0
+    private var id: String?
+    private var rev: String?
+    /// The member whose key was written last at the top level, waiting for its value.
+    private var open: Member?
+
+    private enum Member { case id, rev }
+
+    mutating func keyWritten(_ key: String) {
+        switch key {
+        case "_id":
+            idKeys += 1
+            open = .id
+        case "_rev":
+            revKeys += 1
+            open = .rev
+        default:
+            open = nil
+        }
+    }
+
+    mutating func stringWritten(_ value: String) {
+        switch open {
+        case .id?: id = value
+        case .rev?: rev = value
+        case nil: break
+        }
+        open = nil
+    }
+
+    /// The `_id` and `_rev` strings (nil when absent), as `TopLevelStrings.find` reads them from
+    /// the bytes; nil when the recording cannot tell (a member written as `null`, a number or an
+    /// object, or through another path than a keyed container's `encode(String)`), and the bytes
+    /// must be read.
+    var strings: [String?]? {
+        guard idKeys == 0 || (idKeys == 1 && id != nil), revKeys == 0 || (revKeys == 1 && rev != nil) else {
+            return nil
+        }
+        return [id, rev]
     }
 }

@@ -32,13 +32,17 @@ enum JSONBody {
     /// Appends the JSON text of `document` (which must be a JSON object) to `bytes`: many
     /// documents encoded into one buffer, with no `Data` per document. `bytes` is left as it was
     /// when this throws.
-    static func appendDocument<T: Encodable>(_ document: T, to bytes: inout [UInt8]) throws {
+    /// Returns the document's top-level `_id` and `_rev` strings when the encoder recorded them
+    /// (nil: read them from the bytes).
+    @discardableResult
+    static func appendDocument<T: Encodable>(_ document: T, to bytes: inout [UInt8]) throws -> [String?]? {
         let start = bytes.count
-        try FastJSON.encode(document, dateCoding: DateCoding.current, into: &bytes)
+        let idAndRev = try FastJSON.encodeDocument(document, dateCoding: DateCoding.current, into: &bytes)
         guard bytes.count > start, bytes[start] == UInt8(ascii: "{") else {
             bytes.removeSubrange(start...)
             throw notAnObject(T.self)
         }
+        return idAndRev
     }
 
     private static func notAnObject(_ type: Any.Type) -> CouchError {
