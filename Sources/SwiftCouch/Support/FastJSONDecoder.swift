@@ -341,17 +341,9 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
     /// `Array`'s generic `init(from:)`; nil when it is not an array of strings only, which `Array`
     /// then decodes, with Foundation's errors.
     func stringArray(token: Int) -> [String]? {
-        guard tokens[token].kind == .array else { return nil }
-        var strings: [String] = []
-        strings.reserveCapacity(Int(tokens[token].aux))
-        var element = token + 1
-        let end = Int(tokens[token].next)
-        while element < end {
-            guard tokens[element].kind == .string else { return nil }
-            strings.append(stringValue(tokens[element]))
-            element = Int(tokens[element].next)
+        elements(ofArray: token) { element in
+            tokens[element].kind == .string ? stringValue(tokens[element]) : nil
         }
-        return strings
     }
 
     /// A `_bulk_docs` answer (one result per document, a thousand or more per batch) without
@@ -359,19 +351,27 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
     /// ``BulkWriteResult/read(_:)`` reads it. Nil when one is not a plain success (an error row, an
     /// odd shape), and `Array` then decodes the whole answer, with Foundation's values and errors.
     func bulkWriteResults(token: Int) -> [BulkWriteResult]? {
+        elements(ofArray: token) { element in
+            guard tokens[element].kind == .object else { return nil }
+            return BulkWriteResult.read(FastJSONObjectReader(impl: self, object: element))
+        }
+    }
+
+    /// Every element of the array at `token` as `read` gives it from the element's token; nil when
+    /// the value is not an array or `read` gives nil for one of them.
+    @inline(__always)
+    private func elements<Element>(ofArray token: Int, _ read: (Int) -> Element?) -> [Element]? {
         guard tokens[token].kind == .array else { return nil }
-        var results: [BulkWriteResult] = []
-        results.reserveCapacity(Int(tokens[token].aux))
+        var values: [Element] = []
+        values.reserveCapacity(Int(tokens[token].aux))
         var element = token + 1
         let end = Int(tokens[token].next)
         while element < end {
-            guard tokens[element].kind == .object,
-                let result = BulkWriteResult.read(FastJSONObjectReader(impl: self, object: element))
-            else { return nil }
-            results.append(result)
+            guard let value = read(element) else { return nil }
+            values.append(value)
             element = Int(tokens[element].next)
         }
-        return results
+        return values
     }
 
     func bool<K: CodingKey>(token: Int, ref: Int32, key: K) throws -> Bool {
