@@ -647,7 +647,28 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
         var flags = Self.checkedFlag
         var key = object + 1
         let end = Int(tokens[object].next)
-        outer: while key < end {
+        // First one pass over the keys' hashes into 256 bins: equal keys have equal hashes, so
+        // when no two keys share a bin none repeats, and the pairwise comparison is not needed.
+        var bins: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        var shared = false
+        while key < end {
+            let hash = tokens[key].aux
+            let bit: UInt64 = 1 << UInt64(hash & 63)
+            let seen: Bool
+            switch (hash >> 6) & 3 {
+            case 0: (seen, bins.0) = (bins.0 & bit != 0, bins.0 | bit)
+            case 1: (seen, bins.1) = (bins.1 & bit != 0, bins.1 | bit)
+            case 2: (seen, bins.2) = (bins.2 & bit != 0, bins.2 | bit)
+            default: (seen, bins.3) = (bins.3 & bit != 0, bins.3 | bit)
+            }
+            if seen {
+                shared = true
+                break
+            }
+            key = Int(tokens[key + 1].next)
+        }
+        key = object + 1
+        outer: while shared, key < end {
             var other = Int(tokens[key + 1].next)
             while other < end {
                 if tokens[other].aux == tokens[key].aux, keysEqual(key, other) {
