@@ -109,7 +109,7 @@ public enum HTTPHeadParser {
             guard !value.contains(where: { $0 == 0 || $0 == 0x7F }) else {
                 throw HTTPWireError.invalidHeader(text(line))
             }
-            fields.append((text(name), text(trimmingWhitespace(value))))
+            fields.append((text(name), text(value.trimmingHTTPWhitespaceBytes())))
             if fields.count > limits.maxHeaderCount { throw HTTPWireError.tooManyHeaders(limit: limits.maxHeaderCount) }
         }
         return HTTPHeaders(fields)
@@ -127,15 +127,6 @@ public enum HTTPHeadParser {
         default:
             return false
         }
-    }
-
-    /// `bytes` without leading and trailing optional whitespace (SP and HTAB octets, RFC 9110's OWS).
-    static func trimmingWhitespace(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
-        var start = bytes.startIndex
-        var end = bytes.endIndex
-        while start < end, bytes[start] == space || bytes[start] == tab { start += 1 }
-        while end > start, bytes[end - 1] == space || bytes[end - 1] == tab { end -= 1 }
-        return bytes[start..<end]
     }
 
     /// Bytes as text: UTF-8 when valid, otherwise ISO-8859-1 (each byte one character).

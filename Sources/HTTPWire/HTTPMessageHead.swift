@@ -233,15 +233,21 @@ extension StringProtocol {
     /// The string without leading and trailing spaces and tabs (SP and HTAB octets, RFC 9110's
     /// OWS; read as bytes, not as characters).
     func trimmingHTTPWhitespace() -> String {
-        let bytes = Substring(self).utf8
-        var start = bytes.startIndex
-        var end = bytes.endIndex
-        while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start = bytes.index(after: start) }
+        String(decoding: Substring(self).utf8.trimmingHTTPWhitespaceBytes(), as: UTF8.self)
+    }
+}
+
+extension BidirectionalCollection where Element == UInt8 {
+    /// The bytes without leading and trailing SP and HTAB octets (RFC 9110's OWS).
+    func trimmingHTTPWhitespaceBytes() -> SubSequence {
+        var start = startIndex
+        var end = endIndex
+        while start < end, self[start] == 0x20 || self[start] == 0x09 { start = index(after: start) }
         while start < end {
-            let last = bytes.index(before: end)
-            guard bytes[last] == 0x20 || bytes[last] == 0x09 else { break }
+            let last = index(before: end)
+            guard self[last] == 0x20 || self[last] == 0x09 else { break }
             end = last
         }
-        return String(decoding: bytes[start..<end], as: UTF8.self)
+        return self[start..<end]
     }
 }

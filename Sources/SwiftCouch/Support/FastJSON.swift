@@ -22,13 +22,8 @@ enum FastJSON {
 
     /// ``encode(_:dateCoding:)`` appending to `buffer` (left as it was when an error is thrown).
     static func encode<T: Encodable>(_ value: T, dateCoding: DateCoding, into buffer: inout [UInt8]) throws {
-        let mark = buffer.count
-        do {
-            try FastJSONEncoder.encode(value, dateCoding: dateCoding, into: &buffer)
-        } catch {
-            buffer.removeSubrange(mark...)
-            let data = try JSONBody.foundationEncoder(for: dateCoding).encode(value)
-            buffer.append(contentsOf: data)
+        _ = try appending(value, dateCoding: dateCoding, to: &buffer) {
+            try FastJSONEncoder.encode(value, dateCoding: dateCoding, into: &$0)
         }
     }
 
@@ -38,9 +33,20 @@ enum FastJSON {
     static func encodeDocument<T: Encodable>(_ value: T, dateCoding: DateCoding, into buffer: inout [UInt8]) throws
         -> [String?]?
     {
+        try appending(value, dateCoding: dateCoding, to: &buffer) {
+            try FastJSONEncoder.encodeRecordingIDAndRev(value, dateCoding: dateCoding, into: &$0).strings
+        } ?? nil
+    }
+
+    /// Appends `value` to `buffer` with `fast`, or, when that throws, Foundation's text of it (the
+    /// buffer left as it was when Foundation throws too). What `fast` returned, or nil when
+    /// Foundation wrote the value.
+    private static func appending<T: Encodable, R>(
+        _ value: T, dateCoding: DateCoding, to buffer: inout [UInt8], fast: (inout [UInt8]) throws -> R
+    ) throws -> R? {
         let mark = buffer.count
         do {
-            return try FastJSONEncoder.encodeRecordingIDAndRev(value, dateCoding: dateCoding, into: &buffer).strings
+            return try fast(&buffer)
         } catch {
             buffer.removeSubrange(mark...)
             let data = try JSONBody.foundationEncoder(for: dateCoding).encode(value)

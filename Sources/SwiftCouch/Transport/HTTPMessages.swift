@@ -32,26 +32,38 @@ public struct HTTPRequest: Sendable, CustomStringConvertible {
     /// more than the rest of preparing a request).
     public var url: URL {
         get {
-            if let storedURL { return storedURL }
-            guard let server, let encodedTarget else { return URL(fileURLWithPath: "/") }
-            let text = server.origin + encodedTarget.path + (encodedTarget.query.map { "?" + $0 } ?? "")
-            // Every piece is percent-encoded already, so the text is a valid URL as it stands.
-            return URL(string: text) ?? server.url
+            switch location {
+            case .url(let url):
+                return url
+            case .prepared(let server, let path, let query):
+                // Every piece is percent-encoded already, so the text is a valid URL as it stands.
+                return URL(string: server.origin + path + (query.map { "?" + $0 } ?? "")) ?? server.url
+            }
         }
-        set {
-            storedURL = newValue
-            server = nil
-            encodedTarget = nil
-        }
+        set { location = .url(newValue) }
     }
-    private var storedURL: URL?
-    /// The server of a prepared request (scheme, host and port taken apart once per client), with
-    /// ``encodedTarget`` in place of a stored `url`.
-    private(set) var server: ServerOrigin?
-    /// The percent-encoded path and query of `url`, when the request was built from them
-    /// (`PreparedRequest`): read for every request by the transport, errors and monitors, so not
-    /// parsed back out of the URL each time. Cleared when `url` changes.
-    private(set) var encodedTarget: (path: String, query: String?)?
+
+    /// Where the request goes: a URL as given, or — a request the pipeline prepared — the client's
+    /// server and the percent-encoded path and query.
+    private enum Location: Sendable {
+        case url(URL)
+        case prepared(ServerOrigin, path: String, query: String?)
+    }
+    private var location: Location
+
+    /// The server of a prepared request (scheme, host and port taken apart once per client).
+    var server: ServerOrigin? {
+        if case .prepared(let server, _, _) = location { return server }
+        return nil
+    }
+
+    /// The percent-encoded path and query of a prepared request: read for every request by the
+    /// transport, errors and monitors, so not parsed back out of a URL each time. Nil once `url`
+    /// is set.
+    var encodedTarget: (path: String, query: String?)? {
+        if case .prepared(_, let path, let query) = location { return (path, query) }
+        return nil
+    }
 
     /// The URL's scheme, lowercased.
     var scheme: String { server?.scheme ?? url.scheme?.lowercased() ?? "" }
@@ -80,7 +92,7 @@ public struct HTTPRequest: Sendable, CustomStringConvertible {
         streamedBody: StreamedBody? = nil, timeout: TimeInterval = 60, maximumResponseBodySize: Int? = nil
     ) {
         self.method = method
-        self.storedURL = url
+        self.location = .url(url)
         self.headers = headers
         self.body = body
         self.streamedBody = streamedBody
@@ -95,8 +107,7 @@ public struct HTTPRequest: Sendable, CustomStringConvertible {
         body: Data?, streamedBody: StreamedBody?, timeout: TimeInterval
     ) {
         self.method = method
-        self.server = server
-        self.encodedTarget = target
+        self.location = .prepared(server, path: target.path, query: target.query)
         self.headers = headers
         self.body = body
         self.streamedBody = streamedBody

@@ -86,7 +86,7 @@ enum RequestHead {
         var out: [UInt8] = []
         out.reserveCapacity(512)
         HTTPSerializer.appendRequestLine(
-            method: request.method.rawValue, target: target, version: HTTPVersion(major: 1, minor: 1), to: &out)
+            method: request.method.rawValue, target: target, version: .http1_1, to: &out)
         if !hasHost { HTTPSerializer.appendField(name: "Host", value: host, to: &out) }
         for field in request.headers where !isFramingField(field.name) {
             HTTPSerializer.appendField(name: field.name, value: field.value, to: &out)
