@@ -6,6 +6,7 @@ struct BenchmarkSizes {
     var pairsSequential: Int
     var pairsConcurrent: Int
     var bulkDocuments: Int
+    var datedDocuments: Int
     var changes: Int
     var attachmentBytes: Int
     /// How many times each row is measured; the report shows the median.
@@ -15,6 +16,7 @@ struct BenchmarkSizes {
         pairsSequential = quick ? 200 : 2_000
         pairsConcurrent = quick ? 400 : 8_000
         bulkDocuments = quick ? 5_000 : 100_000
+        datedDocuments = quick ? 2_000 : 20_000
         changes = quick ? 5_000 : 100_000
         attachmentBytes = quick ? 16 << 20 : 256 << 20
         self.repeats = max(1, repeats ?? (quick ? 1 : 3))
@@ -46,6 +48,7 @@ struct Workload: Sendable {
             putGetPairs(count: sizes.pairsSequential, concurrency: 1),
             putGetPairs(count: sizes.pairsConcurrent, concurrency: 16),
             bulkInsertAndRead(count: sizes.bulkDocuments),
+            datedDocuments(count: sizes.datedDocuments),
             attachmentTransfers(bytes: sizes.attachmentBytes),
             followChanges(count: sizes.changes),
         ].flatMap { $0 }
@@ -179,6 +182,76 @@ struct Workload: Sendable {
                 }
             })
         return [insert, read]
+    }
+
+    // MARK: Documents with dates: written through _bulk_docs, read back through _all_docs
+
+    /// Each document carries two `Date`s, written and read as ISO-8601 text (the client's default
+    /// date coding). The baseline writes the text with one reused `ISO8601DateFormatter` and reads
+    /// it back with the same formatter after `JSONSerialization`, as a careful Foundation user would.
+    static func datedDocuments(count: Int) -> [Workload] {
+        let batch = 1_000
+        let start = Date(timeIntervalSince1970: 1_764_066_600)
+        @Sendable func document(_ index: Int, id: String) -> DatedDocument {
+            DatedDocument(
+                _id: id, n: index, created: start.addingTimeInterval(Double(index) * 60.25),
+                modified: start.addingTimeInterval(Double(index) * 3600))
+        }
+        return [
+            Workload(
+                name: "\(count) documents with two Dates, written by _bulk_docs and read back streamed",
+                unit: .document,
+                measureLibrary: { client in
+                    let db = database("dated")
+                    try await client.execute(CreateDatabaseOperation(name: db))
+                    let ids = documentIDs(count)
+                    let measurement = try await Measure.run {
+                        let writer = BulkWriter<DatedDocument>(
+                            client: client, database: db, options: .init(batchSize: batch, maximumBatchesInFlight: 4))
+                        for index in 0..<count { try await writer.add(document(index, id: ids[index])) }
+                        _ = try await writer.finish()
+                        var options = KeyRangeOptions()
+                        options.includeDocs = true
+                        var read = 0
+                        for try await row in client.rows(
+                            AllDocsOperation<DatedDocument>(database: db, options: options))
+                        where row.doc?.modified != nil {
+                            read += 1
+                        }
+                        return read
+                    }
+                    _ = try? await client.execute(DeleteDatabaseOperation(name: db))
+                    return measurement
+                },
+                measurePlain: { plain in
+                    let db = database("dated")
+                    _ = try await plain.put("/\(db)", json: "")
+                    let ids = documentIDs(count)
+                    let measurement = try await Measure.run {
+                        let formatter = ISO8601DateFormatter()
+                        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+                        for first in stride(from: 0, to: count, by: batch) {
+                            let docs = (first..<min(first + batch, count)).map {
+                                document($0, id: ids[$0]).json(formatter)
+                            }
+                            let body = Data(("{\"docs\":[" + docs.joined(separator: ",") + "]}").utf8)
+                            _ = try await plain.post("/\(db)/_bulk_docs", body: body)
+                        }
+                        let object = try await plain.get("/\(db)/_all_docs?include_docs=true")
+                        var read = 0
+                        for row in object["rows"] as? [[String: Any]] ?? [] {
+                            guard let doc = row["doc"] as? [String: Any], let created = doc["created"] as? String,
+                                let modified = doc["modified"] as? String,
+                                formatter.date(from: created) != nil, formatter.date(from: modified) != nil
+                            else { continue }
+                            read += 1
+                        }
+                        return read
+                    }
+                    _ = try? await plain.delete("/\(db)")
+                    return measurement
+                })
+        ]
     }
 
     /// `doc0000000`, `doc0000001`, …: the bulk rows' ids, made outside the measured time.
@@ -392,4 +465,28 @@ final class SharedDatabases: @unchecked Sendable {
     }
     var library: String? { lock.withLock { libraryName } }
     var plain: String? { lock.withLock { plainName } }
+}
+
+/// A small document with two dates (ISO-8601 text in the JSON).
+struct DatedDocument: Codable, Sendable {
+    var _id: String?
+    var _rev: String?
+    var n: Int
+    var created: Date
+    var modified: Date
+    var title = "Blue"
+
+    init(_id: String?, n: Int, created: Date, modified: Date) {
+        self._id = _id
+        self.n = n
+        self.created = created
+        self.modified = modified
+    }
+
+    /// The same document as JSON text, its dates written with `formatter`, for the baseline.
+    func json(_ formatter: ISO8601DateFormatter) -> String {
+        let id = _id.map { #""_id":"\#($0)","# } ?? ""
+        return #"{\#(id)"n":\#(n),"created":"\#(formatter.string(from: created))","#
+            + #""modified":"\#(formatter.string(from: modified))","title":"\#(title)"}"#
+    }
 }

@@ -73,15 +73,22 @@ public enum DateCoding: Sendable, Hashable {
         }
     }
 
-    /// `2026-11-25T10:30:00Z`, or with milliseconds when the date has a fraction of a second.
+    /// `2026-11-25T10:30:00Z`, or with milliseconds when the date has a fraction of a second
+    /// (written by hand, exactly as `ISO8601DateFormatter` would; the formatter itself only for
+    /// dates outside 1600–9999).
     static func iso8601Text(_ date: Date) -> String {
+        if let text = ISO8601.text(date) { return text }
         let whole = date.timeIntervalSince1970.rounded(.down) == date.timeIntervalSince1970
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = whole ? [.withInternetDateTime] : [.withInternetDateTime, .withFractionalSeconds]
         return formatter.string(from: date)
     }
 
+    /// The date of ISO-8601 `text`, with or without fractions of a second and with any offset: the
+    /// usual shapes read by hand (``ISO8601/date(_:)``), anything else as `ISO8601DateFormatter`
+    /// reads it.
     static func date(fromISO8601 text: String) -> Date? {
+        if let date = ISO8601.date(text) { return date }
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         if let date = formatter.date(from: text) { return date }

@@ -331,7 +331,9 @@ final class FastJSONEncoderImpl: Encoder {
 
     func writeDate(_ date: Date) throws {
         switch dateCoding {
-        case .iso8601: writeString(DateCoding.iso8601Text(date))
+        case .iso8601:
+            // Straight into the buffer (the text needs no escaping); the formatter's outside 1600–9999.
+            if ISO8601.withText(date, { writeStringBytes($0) }) == nil { writeString(DateCoding.iso8601Text(date)) }
         case .secondsSince1970: try writeDouble(date.timeIntervalSince1970)
         case .millisecondsSince1970: try writeDouble(1000.0 * date.timeIntervalSince1970)
         case .foundationDefault: try writeDouble(date.timeIntervalSinceReferenceDate)
