@@ -14,11 +14,13 @@ func availableTransports(for url: URL) -> [(String, @Sendable () -> any Transpor
 
 /// The library's reads: streamed, row by row.
 enum LibraryReads {
-    static func allDocuments(client: CouchDBClient, database: String) async throws -> Int {
+    static func allDocuments<Document: Decodable & Sendable>(
+        _ type: Document.Type, client: CouchDBClient, database: String
+    ) async throws -> Int {
         var options = KeyRangeOptions()
         options.includeDocs = true
         var count = 0
-        for try await row in client.rows(AllDocsOperation<SmallDocument>(database: database, options: options)) {
+        for try await row in client.rows(AllDocsOperation<Document>(database: database, options: options)) {
             if row.doc != nil { count += 1 }
         }
         return count

@@ -77,7 +77,11 @@ public enum DateCoding: Sendable, Hashable {
     /// (written by hand, exactly as `ISO8601DateFormatter` would; the formatter itself only for
     /// dates outside 1600–9999).
     static func iso8601Text(_ date: Date) -> String {
-        if let text = ISO8601.text(date) { return text }
+        ISO8601.text(date) ?? formatterISO8601Text(date)
+    }
+
+    /// ``iso8601Text(_:)`` by `ISO8601DateFormatter`, for the dates ``ISO8601`` leaves to it.
+    static func formatterISO8601Text(_ date: Date) -> String {
         let whole = date.timeIntervalSince1970.rounded(.down) == date.timeIntervalSince1970
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = whole ? [.withInternetDateTime] : [.withInternetDateTime, .withFractionalSeconds]

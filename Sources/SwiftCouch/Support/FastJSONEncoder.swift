@@ -333,7 +333,9 @@ final class FastJSONEncoderImpl: Encoder {
         switch dateCoding {
         case .iso8601:
             // Straight into the buffer (the text needs no escaping); the formatter's outside 1600–9999.
-            if ISO8601.withText(date, { writeStringBytes($0) }) == nil { writeString(DateCoding.iso8601Text(date)) }
+            if ISO8601.withText(date, { writeStringBytes($0) }) == nil {
+                writeString(DateCoding.formatterISO8601Text(date))
+            }
         case .secondsSince1970: try writeDouble(date.timeIntervalSince1970)
         case .millisecondsSince1970: try writeDouble(1000.0 * date.timeIntervalSince1970)
         case .foundationDefault: try writeDouble(date.timeIntervalSinceReferenceDate)
