@@ -61,56 +61,15 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     private let client: CouchDBClient
     private let database: String
     private let options: Options
+    private let dateCoding: DateCoding
     /// Documents waiting for the next batch.
-    private var pending = Batch(bytes: [], items: [])
+    private var pending = BulkBatch()
     private var inFlight = 0
     private var slotWaiters: [CheckedContinuation<Void, Never>] = []
     /// One per document added, in order (nil until known).
     private var results: [BulkWriteResult?] = []
     private var batches: [Task<Void, Never>] = []
     private var finished = false
-
-    /// One document on its way: where its encoded body (with its `_id`) is in its batch's bytes,
-    /// and what resending needs.
-    struct Item: Sendable {
-        var index: Int
-        var id: String
-        /// The `_rev` it was sent with (the parent of the revision it makes).
-        var parentRevision: String?
-        /// The document's JSON in the batch's bytes.
-        var range: Range<Int>
-        /// Sent before without a known outcome: a conflict may be with this write itself.
-        var resent = false
-    }
-
-    /// Documents sent together: their bodies in one buffer, separated by commas (encoded once,
-    /// never copied per document), and the items that say where each is.
-    struct Batch: Sendable {
-        var bytes: [UInt8]
-        var items: [Item]
-
-        /// A batch of some of these items (a resend, a half), with their bodies copied over.
-        func subset(_ chosen: some Sequence<Item>) -> Batch {
-            var subset = Batch(bytes: [], items: [])
-            for var item in chosen {
-                if !subset.items.isEmpty { subset.bytes.append(UInt8(ascii: ",")) }
-                let start = subset.bytes.count
-                subset.bytes.append(contentsOf: bytes[item.range])
-                item.range = start..<subset.bytes.count
-                subset.items.append(item)
-            }
-            return subset
-        }
-
-        /// The `_bulk_docs` request body: the buffer as it is, between `{"docs":[` and `]}`.
-        var requestBody: Data {
-            var body = Data(capacity: bytes.count + 12)
-            body.append(contentsOf: #"{"docs":["#.utf8)
-            bytes.withUnsafeBufferPointer { body.append($0) }
-            body.append(contentsOf: "]}".utf8)
-            return body
-        }
-    }
 
     /// Creates a writer for `database`.
     public init(client: CouchDBClient, database: String, options: Options = Options()) {
@@ -121,6 +80,7 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         options.maximumBatchesInFlight = max(1, options.maximumBatchesInFlight)
         options.rowRetries = max(0, options.rowRetries)
         self.options = options
+        dateCoding = client.configuration.dateCoding
     }
 
     /// Queues one document; sends a batch when one is full, waiting while the maximum number of
@@ -132,7 +92,7 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         let index = results.count
         results.append(nil)
         // Dates are written as the client's configuration says (outside the pipeline here).
-        let refusal = DateCoding.with(client.configuration.dateCoding) {
+        let refusal = DateCoding.with(dateCoding) {
             Self.prepare(document, index: index, makeID: options.makeID, into: &pending)
         }
         if let refusal { results[index] = .failure(refusal) }
@@ -164,18 +124,18 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     /// Encodes `document` at the end of `batch`'s bytes and records it in its items, giving it an
     /// `_id` when it has none; or refuses what CouchDB would refuse for the whole request (nothing
     /// is kept).
-    static func prepare(_ document: Document, index: Int, makeID: () -> String, into batch: inout Batch)
+    static func prepare(_ document: Document, index: Int, makeID: () -> String, into batch: inout BulkBatch)
         -> DocumentError?
     {
-        let mark = batch.bytes.count
-        if !batch.items.isEmpty { batch.bytes.append(UInt8(ascii: ",")) }
-        let start = batch.bytes.count
+        let mark = batch.body.count
+        if !batch.items.isEmpty { batch.body.append(UInt8(ascii: ",")) }
+        let start = batch.body.count
         let recorded: [String?]?
         do {
-            // Straight into the batch's buffer: no `Data` per document.
-            recorded = try JSONBody.appendDocument(document, to: &batch.bytes)
+            // Straight into the batch's request body: no `Data` per document.
+            recorded = try JSONBody.appendDocument(document, to: &batch.body)
         } catch {
-            batch.bytes.removeSubrange(mark...)
+            batch.body.removeSubrange(mark...)
             let message = (error as? CouchError)?.message ?? "\(error)"
             return DocumentError(id: nil, rev: nil, error: "bad_request", reason: message)
         }
@@ -183,29 +143,31 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         // not tell (no second decode of the document either way).
         let meta =
             recorded
-            ?? batch.bytes.withUnsafeBufferPointer { all in
-                TopLevelStrings.find(.idAndRev, in: UnsafeBufferPointer(rebasing: all[start...]))
+            ?? batch.body.withUnsafeBytes { all in
+                TopLevelStrings.find(
+                    .idAndRev, in: UnsafeBufferPointer(rebasing: all.bindMemory(to: UInt8.self)[start...]))
             }
         guard let meta else {
-            batch.bytes.removeSubrange(mark...)
+            batch.body.removeSubrange(mark...)
             return DocumentError(id: nil, rev: nil, error: "bad_request", reason: "_id and _rev must be strings.")
         }
         let id: String
         if let given = meta[0] {
             if let refusal = refusal(ofID: given) {
-                batch.bytes.removeSubrange(mark...)
+                batch.body.removeSubrange(mark...)
                 return DocumentError(id: given, rev: nil, error: "illegal_docid", reason: refusal)
             }
             id = given
         } else {
             id = makeID()
-            let empty = batch.bytes[(start + 1)...].first { !(" \n\r\t".utf8.contains($0)) } == UInt8(ascii: "}")
+            let empty = batch.body[(start + 1)...].first { !(" \n\r\t".utf8.contains($0)) } == UInt8(ascii: "}")
             var member = Array(#""_id":"#.utf8)
             member.append(contentsOf: JSONBody.stringLiteral(id).utf8)
             if !empty { member.append(UInt8(ascii: ",")) }
-            batch.bytes.insert(contentsOf: member, at: start + 1)
+            batch.body.insert(contentsOf: member, at: start + 1)
         }
-        batch.items.append(Item(index: index, id: id, parentRevision: meta[1], range: start..<batch.bytes.count))
+        batch.items.append(
+            BulkBatch.Item(index: index, id: id, parentRevision: meta[1], range: start..<batch.body.count))
         return nil
     }
 
@@ -225,9 +187,9 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         while inFlight >= options.maximumBatchesInFlight {
             await withCheckedContinuation { slotWaiters.append($0) }
         }
-        let batch = pending
-        pending = Batch(bytes: [], items: [])
-        pending.bytes.reserveCapacity(batch.bytes.count)
+        var batch = BulkBatch(reservingCapacity: pending.body.count)
+        swap(&batch, &pending)
+        batch.seal()
         inFlight += 1
         batches.append(
             Task {
@@ -243,7 +205,7 @@ public actor BulkWriter<Document: Encodable & Sendable> {
 
     /// Writes `batch`, resending what is worth resending, and splitting it when the server
     /// rejects it as a whole.
-    private func write(_ batch: Batch) async {
+    private func write(_ batch: BulkBatch) async {
         var remaining = batch
         var attempt = 0
         while !remaining.items.isEmpty {
@@ -269,8 +231,8 @@ public actor BulkWriter<Document: Encodable & Sendable> {
                 }
                 return
             }
-            var retry: [Item] = []
-            var conflicted: [(Item, BulkWriteResult)] = []
+            var retry: [BulkBatch.Item] = []
+            var conflicted: [(BulkBatch.Item, BulkWriteResult)] = []
             for (position, item) in remaining.items.enumerated() {
                 guard position < rows.count else {
                     results[item.index] = .failure(
@@ -290,7 +252,7 @@ public actor BulkWriter<Document: Encodable & Sendable> {
                 }
             }
             for (item, row) in conflicted {
-                results[item.index] = await confirmedWrite(of: item, body: Data(remaining.bytes[item.range])) ?? row
+                results[item.index] = await confirmedWrite(of: item, body: Data(remaining.body[item.range])) ?? row
             }
             remaining = remaining.subset(retry)
             attempt += 1
@@ -298,15 +260,15 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         }
     }
 
-    private func send(_ batch: Batch) async throws(CouchError) -> [BulkWriteResult] {
+    private func send(_ batch: BulkBatch) async throws(CouchError) -> [BulkWriteResult] {
         let request = GenericOperation(
-            method: .post, path: CouchPath(database, "_bulk_docs"), body: batch.requestBody, isIdempotent: false)
+            method: .post, path: CouchPath(database, "_bulk_docs"), body: batch.body, isIdempotent: false)
         return try await client.value(GenericJSONOperation<[BulkWriteResult]>(request))
     }
 
     /// A batch rejected as a whole (400, 413): halves are written on their own until the
     /// documents at fault are alone, and they get the server's error.
-    private func isolate(_ batch: Batch, rejection: CouchError) async {
+    private func isolate(_ batch: BulkBatch, rejection: CouchError) async {
         let items = batch.items
         guard items.count > 1 else {
             let item = items[0]
@@ -329,7 +291,7 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     /// The success a resent document's conflict hides, if the stored revision is the one its lost
     /// write made: the next generation after the revision it was sent with (its child, when the
     /// history says so), with the same body.
-    private func confirmedWrite(of item: Item, body: Data) async -> BulkWriteResult? {
+    private func confirmedWrite(of item: BulkBatch.Item, body: Data) async -> BulkWriteResult? {
         let read = GetDocumentOperation<JSONValue>(database: database, id: item.id, revisions: true)
         guard let stored = try? await client.value(read), case .object(var storedFields) = stored,
             case .string(let storedRevision)? = storedFields["_rev"],
@@ -349,5 +311,57 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         }
         guard storedFields == sentFields else { return nil }
         return .success(id: item.id, rev: storedRevision)
+    }
+}
+
+/// Documents sent together in one `_bulk_docs` request: the request body itself, written as the
+/// documents are added (`{"docs":[`, then their bodies separated by commas; ``seal()`` closes it),
+/// so it is sent without being copied; and the items that say where each document is in it.
+///
+/// Not generic over the writer's document type, so that the per-document and per-row code working
+/// on it needs no generic metadata.
+struct BulkBatch: Sendable {
+    /// One document on its way: where its encoded body (with its `_id`) is in the batch's body,
+    /// and what resending needs.
+    struct Item: Sendable {
+        var index: Int
+        var id: String
+        /// The `_rev` it was sent with (the parent of the revision it makes).
+        var parentRevision: String?
+        /// The document's JSON in the batch's body.
+        var range: Range<Int>
+        /// Sent before without a known outcome: a conflict may be with this write itself.
+        var resent = false
+    }
+
+    private static let opening = Data(#"{"docs":["#.utf8)
+
+    /// The request body: `{"docs":[` and the documents so far; `]}` once sealed.
+    var body: Data
+    var items: [Item] = []
+
+    /// An empty batch with room for `capacity` bytes of documents.
+    init(reservingCapacity capacity: Int = 0) {
+        body = Data(capacity: Self.opening.count + capacity + 2)
+        body.append(Self.opening)
+    }
+
+    /// Closes the body (`]}`): the batch is ready to send.
+    mutating func seal() {
+        body.append(contentsOf: [UInt8(ascii: "]"), UInt8(ascii: "}")])
+    }
+
+    /// A sealed batch of some of these items (a resend, a half), with their bodies copied over.
+    func subset(_ chosen: some Sequence<Item>) -> BulkBatch {
+        var subset = BulkBatch()
+        for var item in chosen {
+            if !subset.items.isEmpty { subset.body.append(UInt8(ascii: ",")) }
+            let start = subset.body.count
+            subset.body.append(body[item.range])
+            item.range = start..<subset.body.count
+            subset.items.append(item)
+        }
+        subset.seal()
+        return subset
     }
 }

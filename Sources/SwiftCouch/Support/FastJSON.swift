@@ -21,7 +21,9 @@ enum FastJSON {
     }
 
     /// ``encode(_:dateCoding:)`` appending to `buffer` (left as it was when an error is thrown).
-    static func encode<T: Encodable>(_ value: T, dateCoding: DateCoding, into buffer: inout [UInt8]) throws {
+    static func encode<T: Encodable, Sink: JSONByteSink>(_ value: T, dateCoding: DateCoding, into buffer: inout Sink)
+        throws
+    {
         _ = try appending(value, dateCoding: dateCoding, to: &buffer) {
             try FastJSONEncoder.encode(value, dateCoding: dateCoding, into: &$0)
         }
@@ -30,9 +32,9 @@ enum FastJSON {
     /// ``encode(_:dateCoding:into:)`` for a document, also returning its top-level `_id` and
     /// `_rev` strings as the fast encoder recorded them (see `TopLevelIDAndRev.strings`); nil when
     /// they must be read from the bytes (Foundation wrote them, or the recording cannot tell).
-    static func encodeDocument<T: Encodable>(_ value: T, dateCoding: DateCoding, into buffer: inout [UInt8]) throws
-        -> [String?]?
-    {
+    static func encodeDocument<T: Encodable, Sink: JSONByteSink>(
+        _ value: T, dateCoding: DateCoding, into buffer: inout Sink
+    ) throws -> [String?]? {
         try appending(value, dateCoding: dateCoding, to: &buffer) {
             try FastJSONEncoder.encodeRecordingIDAndRev(value, dateCoding: dateCoding, into: &$0).strings
         } ?? nil
@@ -41,16 +43,16 @@ enum FastJSON {
     /// Appends `value` to `buffer` with `fast`, or, when that throws, Foundation's text of it (the
     /// buffer left as it was when Foundation throws too). What `fast` returned, or nil when
     /// Foundation wrote the value.
-    private static func appending<T: Encodable, R>(
-        _ value: T, dateCoding: DateCoding, to buffer: inout [UInt8], fast: (inout [UInt8]) throws -> R
+    private static func appending<T: Encodable, R, Sink: JSONByteSink>(
+        _ value: T, dateCoding: DateCoding, to buffer: inout Sink, fast: (inout Sink) throws -> R
     ) throws -> R? {
         let mark = buffer.count
         do {
             return try fast(&buffer)
         } catch {
-            buffer.removeSubrange(mark...)
+            buffer.truncateJSON(to: mark)
             let data = try JSONBody.foundationEncoder(for: dateCoding).encode(value)
-            buffer.append(contentsOf: data)
+            data.withUnsafeBytes { buffer.appendJSON($0.bindMemory(to: UInt8.self)) }
             return nil
         }
     }
@@ -118,6 +120,30 @@ enum FastJSON {
     static func foundationDecoder(for coding: DateCoding) -> JSONDecoder {
         JSONDecoder.couch(for: coding)
     }
+}
+
+/// Where the encoders append JSON text: a `[UInt8]`, or a `Data` that is a request body being
+/// written in place (a `_bulk_docs` batch), offsets counted from its start.
+protocol JSONByteSink {
+    var count: Int { get }
+    /// Appends `bytes`.
+    mutating func appendJSON(_ bytes: UnsafeBufferPointer<UInt8>)
+    /// Drops the bytes from offset `mark` on.
+    mutating func truncateJSON(to mark: Int)
+    /// The byte at `offset`.
+    func jsonByte(at offset: Int) -> UInt8
+}
+
+extension Array: JSONByteSink where Element == UInt8 {
+    mutating func appendJSON(_ bytes: UnsafeBufferPointer<UInt8>) { append(contentsOf: bytes) }
+    mutating func truncateJSON(to mark: Int) { removeSubrange(mark...) }
+    func jsonByte(at offset: Int) -> UInt8 { self[offset] }
+}
+
+extension Data: JSONByteSink {
+    mutating func appendJSON(_ bytes: UnsafeBufferPointer<UInt8>) { append(bytes) }
+    mutating func truncateJSON(to mark: Int) { removeSubrange(index(startIndex, offsetBy: mark)...) }
+    func jsonByte(at offset: Int) -> UInt8 { self[index(startIndex, offsetBy: offset)] }
 }
 
 /// A growable byte buffer over manually managed memory, for the encoder's output: appending is a store

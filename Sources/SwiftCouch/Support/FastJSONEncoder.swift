@@ -16,7 +16,7 @@ struct FastJSONEncoder {
     }
 
     /// Appends the JSON text of `value` to `buffer`; on an error `buffer` is left as it was.
-    func encode<T: Encodable>(_ value: T, into buffer: inout [UInt8]) throws {
+    func encode<T: Encodable, Sink: JSONByteSink>(_ value: T, into buffer: inout Sink) throws {
         defer { impl.bytes.truncate(to: 0) }
         do {
             try impl.encodeTopLevel(value)
@@ -24,7 +24,7 @@ struct FastJSONEncoder {
             impl.reset()
             throw error
         }
-        buffer.append(contentsOf: impl.bytes.buffer)
+        buffer.appendJSON(impl.bytes.buffer)
     }
 
     /// The JSON text of `value`.
@@ -47,14 +47,16 @@ struct FastJSONEncoder {
     }
 
     /// Appends the JSON text of `value` to `buffer`, with this thread's encoder.
-    static func encode<T: Encodable>(_ value: T, dateCoding: DateCoding, into buffer: inout [UInt8]) throws {
+    static func encode<T: Encodable, Sink: JSONByteSink>(_ value: T, dateCoding: DateCoding, into buffer: inout Sink)
+        throws
+    {
         try withThreadEncoder(dateCoding: dateCoding) { try $0.encode(value, into: &buffer) }
     }
 
     /// ``encode(_:dateCoding:into:)``, also returning what the value wrote as its top-level `_id`
     /// and `_rev` members (a bulk batch's documents: no second pass over the bytes to find them).
-    static func encodeRecordingIDAndRev<T: Encodable>(
-        _ value: T, dateCoding: DateCoding, into buffer: inout [UInt8]
+    static func encodeRecordingIDAndRev<T: Encodable, Sink: JSONByteSink>(
+        _ value: T, dateCoding: DateCoding, into buffer: inout Sink
     ) throws -> TopLevelIDAndRev {
         try withThreadEncoder(dateCoding: dateCoding) { encoder in
             encoder.impl.recordsIDAndRev = true

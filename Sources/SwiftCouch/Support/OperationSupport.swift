@@ -35,11 +35,13 @@ enum JSONBody {
     /// Returns the document's top-level `_id` and `_rev` strings when the encoder recorded them
     /// (nil: read them from the bytes).
     @discardableResult
-    static func appendDocument<T: Encodable>(_ document: T, to bytes: inout [UInt8]) throws -> [String?]? {
+    static func appendDocument<T: Encodable, Sink: JSONByteSink>(_ document: T, to bytes: inout Sink) throws
+        -> [String?]?
+    {
         let start = bytes.count
         let idAndRev = try FastJSON.encodeDocument(document, dateCoding: DateCoding.current, into: &bytes)
-        guard bytes.count > start, bytes[start] == UInt8(ascii: "{") else {
-            bytes.removeSubrange(start...)
+        guard bytes.count > start, bytes.jsonByte(at: start) == UInt8(ascii: "{") else {
+            bytes.truncateJSON(to: start)
             throw notAnObject(T.self)
         }
         return idAndRev

@@ -91,9 +91,9 @@ public struct BulkDocsOperation<Document: Encodable & Sendable>: JSONOperation {
     }
 
     public mutating func serialise() throws {
-        // Every document encoded straight into one buffer: no `Data` per document.
-        var out = Array(#"{"docs":["#.utf8)
-        out.reserveCapacity(documents.count * 256)
+        // Every document encoded straight into the body: no `Data` per document, no copy at the end.
+        var out = Data(capacity: documents.count * 256 + 64)
+        out.append(contentsOf: #"{"docs":["#.utf8)
         for (index, document) in documents.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             do {
@@ -106,7 +106,7 @@ public struct BulkDocsOperation<Document: Encodable & Sendable>: JSONOperation {
         if !newEdits { out.append(contentsOf: #","new_edits":false"#.utf8) }
         if allOrNothing { out.append(contentsOf: #","all_or_nothing":true"#.utf8) }
         out.append(UInt8(ascii: "}"))
-        body = Data(out)
+        body = out
     }
 
     public var endpoint: CouchPath { CouchPath(database, "_bulk_docs") }
