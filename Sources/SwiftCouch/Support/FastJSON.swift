@@ -188,6 +188,12 @@ struct FastJSONBytes {
         }
     }
 
+    /// Counts `count` more bytes, written past the end after a ``reserve(_:)``.
+    @inline(__always)
+    mutating func advance(by count: Int) {
+        self.count += count
+    }
+
     @inline(__always)
     mutating func append(_ byte: UInt8) {
         reserve(1)

@@ -353,6 +353,63 @@ final class FastJSONEncoderImpl: Encoder {
 
     func writeStringBytes(_ utf8: UnsafeBufferPointer<UInt8>) {
         let count = utf8.count
+        guard let base = utf8.baseAddress, count <= Self.directStringLimit else {
+            return writeLongStringBytes(utf8)
+        }
+        // Room for the worst case (every byte as `\u00xx`), so the text is written straight
+        // into the buffer, eight plain bytes at a time, with no copy call per run of bytes.
+        bytes.reserve(count &* 6 &+ 2)
+        let start = bytes.base + bytes.count
+        var out = start
+        out.pointee = UInt8(ascii: "\"")
+        out += 1
+        var index = 0
+        while index &+ 8 <= count {
+            let word = UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)
+            guard FastJSONParser.isPlainOrUTF8(word) else { break }
+            UnsafeMutableRawPointer(out).storeBytes(of: word, as: UInt64.self)
+            out += 8
+            index &+= 8
+        }
+        while index < count {
+            let byte = base[index]
+            index &+= 1
+            if byte >= 0x20 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") {
+                out.pointee = byte
+                out += 1
+                continue
+            }
+            out.pointee = UInt8(ascii: "\\")
+            switch byte {
+            case UInt8(ascii: "\""): out[1] = UInt8(ascii: "\"")
+            case UInt8(ascii: "\\"): out[1] = UInt8(ascii: "\\")
+            case 0x08: out[1] = UInt8(ascii: "b")
+            case 0x0C: out[1] = UInt8(ascii: "f")
+            case 0x0A: out[1] = UInt8(ascii: "n")
+            case 0x0D: out[1] = UInt8(ascii: "r")
+            case 0x09: out[1] = UInt8(ascii: "t")
+            default:
+                out[1] = UInt8(ascii: "u")
+                out[2] = UInt8(ascii: "0")
+                out[3] = UInt8(ascii: "0")
+                out[4] = Self.hexDigits[Int(byte >> 4)]
+                out[5] = Self.hexDigits[Int(byte & 0xF)]
+                out += 4
+            }
+            out += 2
+        }
+        out.pointee = UInt8(ascii: "\"")
+        out += 1
+        bytes.advance(by: out - start)
+    }
+
+    /// Strings up to this many bytes are written with room reserved for their worst case.
+    static let directStringLimit = 4096
+
+    /// ``writeStringBytes(_:)`` for a long string: runs of plain bytes copied as they end, so the
+    /// buffer grows with the text rather than with six times it.
+    private func writeLongStringBytes(_ utf8: UnsafeBufferPointer<UInt8>) {
+        let count = utf8.count
         bytes.reserve(count + 2)
         bytes.appendReserved(UInt8(ascii: "\""))
         guard let base = utf8.baseAddress else {
@@ -433,16 +490,15 @@ final class FastJSONEncoderImpl: Encoder {
 
     /// Writes `,` if needed and the key of a member of the object at `index`, refusing a repeated key.
     func writeKey(_ key: String, frameIndex index: Int) throws {
-        if recordsIDAndRev, index == 0 { idAndRev.keyWritten(key) }
         if frames[index].count > 0 { bytes.append(UInt8(ascii: ",")) }
         frames[index].count += 1
         let start = bytes.count
         writeString(key)
         let count = bytes.count - start
-        var hash: UInt32 = 2_166_136_261
-        for offset in start..<(start + count) {
-            hash = (hash ^ UInt32(bytes.base[offset])) &* 16_777_619
+        if recordsIDAndRev, index == 0 {
+            idAndRev.keyWritten(UnsafeBufferPointer(start: bytes.base + start, count: count))
         }
+        let hash = Self.hash(bytes.base + start, count: count)
         let keysStart = frames[index].keysStart
         let existing = keys.count - keysStart
         if existing < Self.linearKeys {
@@ -465,6 +521,28 @@ final class FastJSONEncoderImpl: Encoder {
         }
         keys.append(WrittenKey(start: start, count: count, hash: hash))
         bytes.append(UInt8(ascii: ":"))
+    }
+
+    /// A hash of `count` bytes at `start` (equal bytes, equal hashes), eight bytes at a time.
+    @inline(__always)
+    static func hash(_ start: UnsafePointer<UInt8>, count: Int) -> UInt32 {
+        var hash = 0x9E37_79B9_7F4A_7C15 ^ UInt64(truncatingIfNeeded: count)
+        var offset = 0
+        while offset &+ 8 <= count {
+            hash = (hash ^ UnsafeRawPointer(start + offset).loadUnaligned(as: UInt64.self)) &* 0xBF58_476D_1CE4_E5B9
+            hash ^= hash >> 31
+            offset &+= 8
+        }
+        if offset < count {
+            var tail: UInt64 = 0
+            while offset < count {
+                tail = tail << 8 | UInt64(start[offset])
+                offset &+= 1
+            }
+            hash = (hash ^ tail) &* 0xBF58_476D_1CE4_E5B9
+            hash ^= hash >> 31
+        }
+        return UInt32(truncatingIfNeeded: hash ^ hash >> 32)
     }
 
     private func sameBytes(_ key: WrittenKey, start: Int, count: Int) -> Bool {
@@ -955,16 +1033,19 @@ struct TopLevelIDAndRev {
 
     private enum Member { case id, rev }
 
-    mutating func keyWritten(_ key: String) {
-        switch key {
-        case "_id":
+    /// A top-level key was written: its text as written, quotes included (`"_id"` and `"_rev"` have
+    /// no other way to be written, and no other key is written so).
+    mutating func keyWritten(_ written: UnsafeBufferPointer<UInt8>) {
+        open = nil
+        guard written.count == 5 || written.count == 6, written[1] == UInt8(ascii: "_") else { return }
+        if written.count == 5, written[2] == UInt8(ascii: "i"), written[3] == UInt8(ascii: "d") {
             idKeys += 1
             open = .id
-        case "_rev":
+        } else if written.count == 6, written[2] == UInt8(ascii: "r"), written[3] == UInt8(ascii: "e"),
+            written[4] == UInt8(ascii: "v")
+        {
             revKeys += 1
             open = .rev
-        default:
-            open = nil
         }
     }
 

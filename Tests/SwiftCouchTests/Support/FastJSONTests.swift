@@ -580,6 +580,37 @@ struct FastJSONTests {
         expectSameDecoding([String: Int].self, #"{"\u0061":1,"b\"":2,"\ud83d\ude00":3}"#)
     }
 
+    @Test("Strings around the length written with worst-case room reserved: same bytes as Foundation")
+    func longStrings() throws {
+        let limit = FastJSONEncoderImpl.directStringLimit
+        let specials: [Character] = ["\"", "\\", "\n", "\u{01}", "\u{1F}", "é", "😀", "/"]
+        var generator = SeededGenerator(seed: 11)
+        for length in [limit - 9, limit - 1, limit, limit + 1, limit + 8, 3 * limit + 5] {
+            for special in specials {
+                // Plain text, the special character at the start, in the middle, near and at the end.
+                var characters = Array(repeating: Character("a"), count: length)
+                for position in [0, length / 2, length - 8, length - 1] { characters[position] = special }
+                try expectSameEncoding(String(characters))
+                try expectSameEncoding(["k": String(characters)])
+            }
+            // Every byte an escape: the worst case the reserved room is for.
+            try expectSameEncoding(String(repeating: "\u{02}", count: length))
+            let random = String((0..<length).map { _ in specials.randomElement(using: &generator)! })
+            try expectSameEncoding([random: random])
+        }
+    }
+
+    @Test("Keys that share long prefixes or lengths are not taken for repeats (the hash's eight-byte steps)")
+    func keysSharingPrefixes() throws {
+        var object: [String: Int] = [:]
+        for index in 0..<60 {
+            object["abcdefgh" + String(index)] = index
+            object["abcdefghijklmnop" + String(index)] = index
+            object[String(repeating: "k", count: index + 1)] = index
+        }
+        try expectSameEncoding(object)
+    }
+
     @Test("Arrays of strings (taken in one step): same bytes, values and errors as Foundation")
     func stringArrays() throws {
         struct Tagged: Codable, Equatable {

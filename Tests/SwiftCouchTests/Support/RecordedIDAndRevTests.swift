@@ -64,6 +64,27 @@ struct RecordedIDAndRevTests {
         #expect(try both(Custom(way: .late)).recorded == ["late", nil])
     }
 
+    /// Keys are recognised from their written bytes: only `_id` and `_rev` themselves count, not
+    /// keys of the same length or with the same start, nor keys whose escapes make them that long.
+    @Test func onlyTheKeysThemselvesAreRecognised() throws {
+        struct Keys: Encodable {
+            var keys: [String]
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: DynamicCodingKey.self)
+                for key in keys { try container.encode("v-\(key)", forKey: DynamicCodingKey(key)) }
+            }
+        }
+        let lookalikes = ["_ix", "_Id", "xid", "_i\"", "_\n", "_re", "_rew", "_revs", "rev", "_r\t", "_id ", "id"]
+        for key in lookalikes {
+            let (recorded, read) = try both(Keys(keys: [key]))
+            #expect(recorded == [nil, nil], "\(key)")
+            #expect(read == [nil, nil], "\(key)")
+        }
+        let (recorded, read) = try both(Keys(keys: lookalikes + ["_rev", "_id"]))
+        #expect(recorded == ["v-_id", "v-_rev"])
+        #expect(read == recorded)
+    }
+
     @Test func whatTheRecordingCannotTellIsLeftToTheBytes() throws {
         for way in [Custom.Way.null, .number, .generic, .nestedContainer] {
             let (recorded, read) = try both(Custom(way: way))
