@@ -380,15 +380,9 @@ final class FastJSONEncoderImpl: Encoder {
                 continue
             }
             out.pointee = UInt8(ascii: "\\")
-            switch byte {
-            case UInt8(ascii: "\""): out[1] = UInt8(ascii: "\"")
-            case UInt8(ascii: "\\"): out[1] = UInt8(ascii: "\\")
-            case 0x08: out[1] = UInt8(ascii: "b")
-            case 0x0C: out[1] = UInt8(ascii: "f")
-            case 0x0A: out[1] = UInt8(ascii: "n")
-            case 0x0D: out[1] = UInt8(ascii: "r")
-            case 0x09: out[1] = UInt8(ascii: "t")
-            default:
+            if let letter = Self.shortEscape(byte) {
+                out[1] = letter
+            } else {
                 out[1] = UInt8(ascii: "u")
                 out[2] = UInt8(ascii: "0")
                 out[3] = UInt8(ascii: "0")
@@ -401,6 +395,22 @@ final class FastJSONEncoderImpl: Encoder {
         out.pointee = UInt8(ascii: "\"")
         out += 1
         bytes.advance(by: out - start)
+    }
+
+    /// The letter after `\` for the characters JSON escapes in two bytes (`\"`, `\\`, `\b`,
+    /// `\f`, `\n`, `\r`, `\t`); nil for the other control characters (`\u00xx`).
+    @inline(__always)
+    static func shortEscape(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "\""): UInt8(ascii: "\"")
+        case UInt8(ascii: "\\"): UInt8(ascii: "\\")
+        case 0x08: UInt8(ascii: "b")
+        case 0x0C: UInt8(ascii: "f")
+        case 0x0A: UInt8(ascii: "n")
+        case 0x0D: UInt8(ascii: "r")
+        case 0x09: UInt8(ascii: "t")
+        default: nil
+        }
     }
 
     /// Strings up to this many bytes are written with room reserved for their worst case.
@@ -431,15 +441,9 @@ final class FastJSONEncoderImpl: Encoder {
                 continue
             }
             bytes.append(UnsafeBufferPointer(start: base + mark, count: index - mark))
-            switch byte {
-            case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\\"), UInt8(ascii: "\""))
-            case UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\"), UInt8(ascii: "\\"))
-            case 0x08: bytes.append(UInt8(ascii: "\\"), UInt8(ascii: "b"))
-            case 0x0C: bytes.append(UInt8(ascii: "\\"), UInt8(ascii: "f"))
-            case 0x0A: bytes.append(UInt8(ascii: "\\"), UInt8(ascii: "n"))
-            case 0x0D: bytes.append(UInt8(ascii: "\\"), UInt8(ascii: "r"))
-            case 0x09: bytes.append(UInt8(ascii: "\\"), UInt8(ascii: "t"))
-            default:
+            if let letter = Self.shortEscape(byte) {
+                bytes.append(UInt8(ascii: "\\"), letter)
+            } else {
                 bytes.append("\\u00")
                 bytes.append(Self.hexDigits[Int(byte >> 4)], Self.hexDigits[Int(byte & 0xF)])
             }
