@@ -572,6 +572,14 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
         try checkNotNull(Date.self, token: token, ref: ref, key: key)
         switch dateCoding {
         case .iso8601:
+            // The usual shapes straight from the bytes, without making a `String` first.
+            let value = tokens[token]
+            if value.kind == .string, value.flags & Self.escapedFlag == 0,
+                let date = ISO8601.date(
+                    utf8: UnsafeBufferPointer(start: base + Int(value.start), count: Int(value.end - value.start)))
+            {
+                return date
+            }
             let text = try string(token: token, ref: ref, key: key)
             guard let date = DateCoding.date(fromISO8601: text) else {
                 throw DecodingError.dataCorrupted(
