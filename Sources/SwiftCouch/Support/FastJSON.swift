@@ -57,6 +57,34 @@ enum FastJSON {
         }
     }
 
+    /// The hash of a key's bytes (equal bytes, equal hashes), eight bytes a step: what the parser
+    /// gives each key and the decoder looks members up by, and what the encoder refuses repeated
+    /// keys by.
+    @inline(__always)
+    static func keyHash(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt32 {
+        let count = bytes.count
+        var hash = 0x9E37_79B9_7F4A_7C15 ^ UInt64(truncatingIfNeeded: count)
+        if let start = bytes.baseAddress {
+            var offset = 0
+            while offset &+ 8 <= count {
+                hash =
+                    (hash ^ UnsafeRawPointer(start + offset).loadUnaligned(as: UInt64.self)) &* 0xBF58_476D_1CE4_E5B9
+                hash ^= hash >> 31
+                offset &+= 8
+            }
+            if offset < count {
+                var tail: UInt64 = 0
+                while offset < count {
+                    tail = tail << 8 | UInt64(start[offset])
+                    offset &+= 1
+                }
+                hash = (hash ^ tail) &* 0xBF58_476D_1CE4_E5B9
+                hash ^= hash >> 31
+            }
+        }
+        return UInt32(truncatingIfNeeded: hash ^ hash >> 32)
+    }
+
     /// ``encode(_:dateCoding:)``, saying whether the fast path wrote it (for tests).
     static func encodeReportingPath<T: Encodable>(_ value: T, dateCoding: DateCoding) throws -> (
         data: Data, fast: Bool

@@ -617,14 +617,6 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
 
     // MARK: Objects
 
-    /// FNV-1a, the hash the parser gives keys.
-    @inline(__always)
-    static func hash(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt32 {
-        var hash: UInt32 = 2_166_136_261
-        for byte in bytes { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
-        return hash
-    }
-
     /// Whether the key token `key` is `bytes`.
     @inline(__always)
     func keyEquals(_ key: Int, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
@@ -696,7 +688,7 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
         if memberCount == 0 { return nil }
         var name = name
         return name.withUTF8 { bytes -> Int? in
-            let hash = Self.hash(bytes)
+            let hash = FastJSON.keyHash(bytes)
             if memberCount > Self.linearMembers {
                 return largeMember(object, bytes, hash)
             }

@@ -502,7 +502,7 @@ final class FastJSONEncoderImpl: Encoder {
         if recordsIDAndRev, index == 0 {
             idAndRev.keyWritten(UnsafeBufferPointer(start: bytes.base + start, count: count))
         }
-        let hash = Self.hash(bytes.base + start, count: count)
+        let hash = FastJSON.keyHash(UnsafeBufferPointer(start: bytes.base + start, count: count))
         let keysStart = frames[index].keysStart
         let existing = keys.count - keysStart
         if existing < Self.linearKeys {
@@ -525,28 +525,6 @@ final class FastJSONEncoderImpl: Encoder {
         }
         keys.append(WrittenKey(start: start, count: count, hash: hash))
         bytes.append(UInt8(ascii: ":"))
-    }
-
-    /// A hash of `count` bytes at `start` (equal bytes, equal hashes), eight bytes at a time.
-    @inline(__always)
-    static func hash(_ start: UnsafePointer<UInt8>, count: Int) -> UInt32 {
-        var hash = 0x9E37_79B9_7F4A_7C15 ^ UInt64(truncatingIfNeeded: count)
-        var offset = 0
-        while offset &+ 8 <= count {
-            hash = (hash ^ UnsafeRawPointer(start + offset).loadUnaligned(as: UInt64.self)) &* 0xBF58_476D_1CE4_E5B9
-            hash ^= hash >> 31
-            offset &+= 8
-        }
-        if offset < count {
-            var tail: UInt64 = 0
-            while offset < count {
-                tail = tail << 8 | UInt64(start[offset])
-                offset &+= 1
-            }
-            hash = (hash ^ tail) &* 0xBF58_476D_1CE4_E5B9
-            hash ^= hash >> 31
-        }
-        return UInt32(truncatingIfNeeded: hash ^ hash >> 32)
     }
 
     private func sameBytes(_ key: WrittenKey, start: Int, count: Int) -> Bool {

@@ -144,9 +144,9 @@ struct FastJSONParser {
             let bytes = UnsafeBufferPointer(start: base + start, count: end - start)
             if escaped {
                 Self.unescape(bytes, into: &scratch)
-                hash = scratch.withUnsafeBufferPointer { FastJSONDecoderImpl.hash($0) }
+                hash = scratch.withUnsafeBufferPointer { FastJSON.keyHash($0) }
             } else {
-                hash = FastJSONDecoderImpl.hash(bytes)
+                hash = FastJSON.keyHash(bytes)
             }
         }
         tokens.append(
