@@ -249,13 +249,6 @@ struct FastJSONBytes {
     mutating func append(_ text: StaticString) {
         append(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
-
-    /// Writes at the end without checking capacity (after `reserve`).
-    @inline(__always)
-    mutating func appendReserved(_ byte: UInt8) {
-        base[count] = byte
-        count += 1
-    }
 }
 
 /// The key of an element of an unkeyed container, as Foundation names it ("Index 3"), made only when read.

@@ -352,27 +352,40 @@ final class FastJSONEncoderImpl: Encoder {
     }
 
     func writeStringBytes(_ utf8: UnsafeBufferPointer<UInt8>) {
-        let count = utf8.count
-        guard let base = utf8.baseAddress, count <= Self.directStringLimit else {
-            return writeLongStringBytes(utf8)
+        bytes.append(UInt8(ascii: "\""))
+        if let base = utf8.baseAddress {
+            var start = 0
+            while start < utf8.count {
+                let count = min(utf8.count - start, Self.escapingChunk)
+                writeEscaped(base + start, count: count)
+                start += count
+            }
         }
-        // Room for the worst case (every byte as `\u00xx`), so the text is written straight
-        // into the buffer, eight plain bytes at a time, with no copy call per run of bytes.
-        bytes.reserve(count &* 6 &+ 2)
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// Strings are escaped this many bytes at a time, with room for the chunk's worst case
+    /// reserved first: a long string's buffer grows with its text, not with six times it.
+    static let escapingChunk = 4096
+
+    /// `count` bytes at `source`, escaped, written straight into the buffer: room for the worst
+    /// case (every byte as `\u00xx`) is reserved first, then eight plain bytes are stored at a
+    /// time and escapes inline, with no copy call per run of plain bytes.
+    @inline(__always)
+    private func writeEscaped(_ source: UnsafePointer<UInt8>, count: Int) {
+        bytes.reserve(count &* 6)
         let start = bytes.base + bytes.count
         var out = start
-        out.pointee = UInt8(ascii: "\"")
-        out += 1
         var index = 0
         while index &+ 8 <= count {
-            let word = UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)
+            let word = UnsafeRawPointer(source + index).loadUnaligned(as: UInt64.self)
             guard FastJSONParser.isPlainOrUTF8(word) else { break }
             UnsafeMutableRawPointer(out).storeBytes(of: word, as: UInt64.self)
             out += 8
             index &+= 8
         }
         while index < count {
-            let byte = base[index]
+            let byte = source[index]
             index &+= 1
             if byte >= 0x20 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") {
                 out.pointee = byte
@@ -392,8 +405,6 @@ final class FastJSONEncoderImpl: Encoder {
             }
             out += 2
         }
-        out.pointee = UInt8(ascii: "\"")
-        out += 1
         bytes.advance(by: out - start)
     }
 
@@ -411,47 +422,6 @@ final class FastJSONEncoderImpl: Encoder {
         case 0x09: UInt8(ascii: "t")
         default: nil
         }
-    }
-
-    /// Strings up to this many bytes are written with room reserved for their worst case.
-    static let directStringLimit = 4096
-
-    /// ``writeStringBytes(_:)`` for a long string: runs of plain bytes copied as they end, so the
-    /// buffer grows with the text rather than with six times it.
-    private func writeLongStringBytes(_ utf8: UnsafeBufferPointer<UInt8>) {
-        let count = utf8.count
-        bytes.reserve(count + 2)
-        bytes.appendReserved(UInt8(ascii: "\""))
-        guard let base = utf8.baseAddress else {
-            bytes.appendReserved(UInt8(ascii: "\""))
-            return
-        }
-        var mark = 0
-        var index = 0
-        while index < count {
-            if index + 8 <= count,
-                FastJSONParser.isPlainOrUTF8(UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
-            {
-                index += 8
-                continue
-            }
-            let byte = base[index]
-            if byte >= 0x20 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") {
-                index += 1
-                continue
-            }
-            bytes.append(UnsafeBufferPointer(start: base + mark, count: index - mark))
-            if let letter = Self.shortEscape(byte) {
-                bytes.append(UInt8(ascii: "\\"), letter)
-            } else {
-                bytes.append("\\u00")
-                bytes.append(Self.hexDigits[Int(byte >> 4)], Self.hexDigits[Int(byte & 0xF)])
-            }
-            index += 1
-            mark = index
-        }
-        bytes.append(UnsafeBufferPointer(start: base + mark, count: index - mark))
-        bytes.append(UInt8(ascii: "\""))
     }
 
     // MARK: Containers

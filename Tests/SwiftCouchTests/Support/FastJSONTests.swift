@@ -580,9 +580,9 @@ struct FastJSONTests {
         expectSameDecoding([String: Int].self, #"{"\u0061":1,"b\"":2,"\ud83d\ude00":3}"#)
     }
 
-    @Test("Strings around the length written with worst-case room reserved: same bytes as Foundation")
+    @Test("Strings around the length escaped in one chunk, and several chunks: same bytes as Foundation")
     func longStrings() throws {
-        let limit = FastJSONEncoderImpl.directStringLimit
+        let limit = FastJSONEncoderImpl.escapingChunk
         let specials: [Character] = ["\"", "\\", "\n", "\u{01}", "\u{1F}", "é", "😀", "/"]
         var generator = SeededGenerator(seed: 11)
         for length in [limit - 9, limit - 1, limit, limit + 1, limit + 8, 3 * limit + 5] {
