@@ -13,6 +13,12 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
         /// Set by `pause()`: applied to the transfer in flight, and to any tracked later (a retry,
         /// or the first attempt when `pause()` came before the transport had started).
         var paused = false
+        /// The transfer tracked now has been told to pause (by a call that returned), and no
+        /// resume or newer transfer came since: until then a stream's deliveries are held.
+        var pauseReachedTransfer = false
+        /// Counts the transfers tracked, so that a pause handed to an older one is not taken for
+        /// one handed to the transfer tracked now.
+        var tracked = 0
         var inFlight: (any Cancellable)?
         var timer: DispatchWorkItem?
         /// An attempt has been handed to the transport and has not ended with a response.
@@ -119,7 +125,10 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
 
     /// Resumes a paused streamed transfer.
     public func resume() {
-        state.withLock { $0.paused = false }
+        state.withLock { state in
+            state.paused = false
+            state.pauseReachedTransfer = false
+        }
         applyPause()
     }
 
@@ -130,19 +139,27 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
     private func applyPause() {
         applying.lock()
         defer { applying.unlock() }
-        let (paused, inFlight) = state.withLock { ($0.paused, $0.inFlight as? any StreamingTask) }
-        if paused { inFlight?.pause() } else { inFlight?.resume() }
+        let (paused, inFlight, tracked) = state.withLock { ($0.paused, $0.inFlight, $0.tracked) }
+        let task = inFlight as? any StreamingTask
+        if paused { task?.pause() } else { task?.resume() }
+        guard paused, inFlight != nil else { return }
+        state.withLock { state in
+            // Still the same transfer, still to be paused: the pause has reached it.
+            if state.paused, state.tracked == tracked { state.pauseReachedTransfer = true }
+        }
     }
     private let applying = NSLock()
 
     /// Called by a stream's relay after each chunk: while the consumer has paused the transfer
-    /// but the transport's task is not tracked yet (the transport started delivering before
-    /// `stream` returned), the delivering thread waits a moment, so the pause reaches the task
-    /// before more is read instead of being applied only once it is tracked.
-    func holdWhilePausedBeforeTracking() {
-        let deadline = Date().addingTimeInterval(5)
-        while Date() < deadline {
-            let waiting = state.withLock { state in state.paused && state.inFlight == nil && !state.cancelled }
+    /// but the pause has not reached the transport's task yet (the transport started delivering
+    /// before `stream` returned and the task is not tracked, or it is tracked and the call that
+    /// pauses it has not returned: the thread making it may be descheduled for milliseconds), the
+    /// delivering thread waits, so nothing more is read before the task is paused. Bounded: 5 s
+    /// at most per chunk.
+    func holdUntilPauseReachesTransfer() {
+        let deadline = DispatchTime.now() + 5
+        while DispatchTime.now() < deadline {
+            let waiting = state.withLock { state in state.paused && !state.pauseReachedTransfer && !state.cancelled }
             guard waiting else { return }
             usleep(1_000)
         }
@@ -171,6 +188,8 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
                 }
                 state.inFlight = inFlight
                 state.timer = timer
+                state.tracked += 1
+                state.pauseReachedTransfer = false
             }
             return (state.cancelled, state.paused)
         }

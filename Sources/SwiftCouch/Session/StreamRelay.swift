@@ -70,7 +70,7 @@ final class StreamRelay: StreamReceiver, @unchecked Sendable {
         }
         if forward, !attempt.handle.isCancelled {
             receiver.receive(chunk: chunk)
-            attempt.handle.holdWhilePausedBeforeTracking()
+            attempt.handle.holdUntilPauseReachesTransfer()
         }
     }
 

@@ -12,8 +12,20 @@ final class PausingTransport: Transport, @unchecked Sendable {
     private(set) var pauses = 0
     private(set) var delivered = 0
     let rows: Int
+    /// How long the transfer takes to act on its first `pause()` (standing in for the thread that
+    /// applies it being descheduled).
+    let pauseDelay: TimeInterval
+    private var pauseDelayed = false
+    /// `stream` returns only once this many rows were delivered (so they arrive before the session
+    /// has tracked the transfer), or after 50 ms when the delivering thread stops short of them.
+    let deliveredBeforeReturn: Int
+    private var deliveringStopped = false
 
-    init(rows: Int) { self.rows = rows }
+    init(rows: Int, pauseDelay: TimeInterval = 0, deliveredBeforeReturn: Int = 0) {
+        self.rows = rows
+        self.pauseDelay = pauseDelay
+        self.deliveredBeforeReturn = deliveredBeforeReturn
+    }
 
     var deliveredCount: Int {
         condition.lock()
@@ -44,6 +56,7 @@ final class PausingTransport: Transport, @unchecked Sendable {
                 while paused && !cancelled { condition.wait() }
                 let stop = cancelled
                 if !stop { delivered += 1 }
+                if delivered == deliveredBeforeReturn { condition.broadcast() }
                 condition.unlock()
                 if stop { return }
                 let comma = index == 0 ? "" : ",\r\n"
@@ -52,7 +65,15 @@ final class PausingTransport: Transport, @unchecked Sendable {
             }
             receiver.receive(chunk: Data("\r\n]}\n".utf8))
             receiver.complete(error: nil)
+            condition.lock()
+            deliveringStopped = true
+            condition.broadcast()
+            condition.unlock()
         }
+        condition.lock()
+        let limit = Date().addingTimeInterval(0.05)
+        while delivered < deliveredBeforeReturn && !deliveringStopped && condition.wait(until: limit) {}
+        condition.unlock()
         return Control(transport: self)
     }
 
@@ -64,6 +85,14 @@ final class PausingTransport: Transport, @unchecked Sendable {
         condition.unlock()
     }
 
+    fileprivate func delayFirstPause() {
+        condition.lock()
+        let delay = pauseDelayed ? 0 : pauseDelay
+        pauseDelayed = true
+        condition.unlock()
+        if delay > 0 { Thread.sleep(forTimeInterval: delay) }
+    }
+
     fileprivate func cancel() {
         condition.lock()
         cancelled = true
@@ -73,7 +102,10 @@ final class PausingTransport: Transport, @unchecked Sendable {
 
     private struct Control: StreamingTask {
         let transport: PausingTransport
-        func pause() { transport.set(paused: true) }
+        func pause() {
+            transport.delayFirstPause()
+            transport.set(paused: true)
+        }
         func resume() { transport.set(paused: false) }
         func cancel() { transport.cancel() }
     }
@@ -125,6 +157,27 @@ struct RowStreamBackPressureTests {
             return worst
         }
         #expect(worst <= 4 + 2)
+    }
+
+    @Test("Rows before the transfer is tracked, and a pause slow to reach it: nothing more is read until it has")
+    func pauseSlowToReachTheTransfer() async throws {
+        // The transport delivers a full buffer before `stream` returns (so the pause is decided
+        // before the session tracks the transfer; `stream` waits for a fifth row, which must not
+        // come), then takes 100 ms to act on the pause. The delivering thread must wait until the
+        // transfer was told, not only until it was tracked.
+        let transport = PausingTransport(rows: 400, pauseDelay: 0.1, deliveredBeforeReturn: 5)
+        var configuration = Configuration()
+        configuration.transport = transport
+        let client = CouchDBClient(url: URL(string: "http://couch.invalid")!, configuration: configuration)
+        var iterator = client.rows(AllDocsOperation<JSONValue>(database: "db"), bufferSize: 4).makeAsyncIterator()
+        _ = try await iterator.next()
+        try await Task.sleep(for: .milliseconds(300))
+        let ahead = transport.deliveredCount - 1
+        var rest = 0
+        while try await iterator.next() != nil { rest += 1 }
+        #expect(rest == 399)
+        #expect(transport.pauseCount > 0)
+        #expect(ahead <= 4 + 2, "rows read ahead while the pause was on its way: \(ahead)")
     }
 
     @Test("Leaving the loop cancels the transfer")
