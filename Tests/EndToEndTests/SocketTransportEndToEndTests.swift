@@ -1,6 +1,6 @@
 import CouchTestServer
 import Foundation
-import SwiftCouch
+@testable import SwiftCouch
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -33,6 +33,70 @@ struct SocketTransportEndToEndTests {
             #expect(statistics.reusedConnections == 39)
             #expect(statistics.openConnections == 1)
             #expect(server.requestCount(pathPrefix: "/len/") == 40)
+        }
+    }
+
+    @Test(
+        "Requests on a kept-alive connection are written by their callers; a body the socket takes only part of is finished by the connection"
+    )
+    func callerWrites() async throws {
+        try await withServer { server, transport in
+            _ = try await transport.response(for: server.request("/len/1"))
+            // Bodies up to the limit a caller writes itself (256 KiB).
+            for size in [1, 64 << 10, 200 << 10, 256 << 10] {
+                let payload = randomData(size)
+                var request = server.request("/echo", method: .put)
+                request.body = payload
+                let response = try await transport.response(for: request)
+                #expect(response.statusCode == 200)
+                #expect(response.body == payload, "a body of \(size) bytes came back different")
+            }
+            let statistics = transport.statistics
+            #expect(statistics.connectionsOpened == 1)
+            #expect(statistics.requestsWrittenByCaller == 4)
+            #expect(statistics.reusedConnections == 4)
+        }
+    }
+
+    @Test("A body the socket takes only part of when its caller writes it is finished by the connection's thread")
+    func callerWriteFinishedByConnection() async throws {
+        // Loopback's socket buffers take 256 KiB at once, so the caller here writes at most 100 KiB
+        // (as a full buffer would stop it), to a server with a 4 KiB receive buffer that reads a
+        // body only 0.2 s after its head; the connection's thread writes the rest.
+        let server = try SlowReadingServer()
+        server.serve(requests: 2)
+        let transport = SocketTransport(idleTimeout: Self.neverIdle, callerWriteSlice: 100 << 10)
+        defer { transport.shutdown() }
+        let first = try await transport.response(
+            for: HTTPRequest(method: .get, url: URL(string: "http://127.0.0.1:\(server.port)/a")!, timeout: 30))
+        #expect(first.statusCode == 200)
+        var request = HTTPRequest(method: .put, url: URL(string: "http://127.0.0.1:\(server.port)/b")!, timeout: 30)
+        let payload = randomData(256 << 10)
+        request.body = payload
+        let response = try await transport.response(for: request)
+        #expect(response.statusCode == 200)
+        #expect(response.body == payload)
+        let statistics = transport.statistics
+        #expect(statistics.requestsWrittenByCaller == 1)
+        #expect(statistics.callerWritesFinishedByConnection == 1)
+        #expect(statistics.connectionsOpened == 1)
+    }
+
+    @Test("A request written by its caller on a kept-alive connection times out at its own timeout, not the idle one")
+    func callerWrittenTimeout() async throws {
+        try await withServer { server, transport in
+            _ = try await transport.response(for: server.request("/len/1"))
+            _ = server.faults.failNext(1, with: .delay(seconds: 5), matching: .path("/len/4"))
+            var request = server.request("/len/4")
+            request.timeout = 0.3
+            let started = Date()
+            await expectURLError(.timedOut) {
+                _ = try await transport.response(for: request)
+            }
+            // The connection's thread waits idle until its idle deadline (an hour here): the caller
+            // must wake it to keep the request's own bound.
+            #expect(Date().timeIntervalSince(started) < 4, "the answer (5 s) was waited for")
+            #expect(transport.statistics.requestsWrittenByCaller == 1)
         }
     }
 
@@ -786,5 +850,85 @@ extension SocketTransport {
         try await withCheckedThrowingContinuation { continuation in
             send(request) { continuation.resume(with: $0) }
         }
+    }
+}
+
+/// A one-connection HTTP/1.1 server on raw sockets whose accepted socket has a 4 KiB receive
+/// buffer and which reads each request body only 0.2 s after its head, answering with the body
+/// (so a client's large body cannot be taken by the socket buffers at once).
+private final class SlowReadingServer: @unchecked Sendable {
+    // @unchecked Sendable: `listener` and `port` are immutable; the serving thread owns the rest.
+    let port: Int
+    private let listener: Int32
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var small: Int32 = 4096
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0, listen(fd, 4) == 0 else {
+            _ = close(fd)
+            throw URLError(.cannotConnectToHost)
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        listener = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// Serves `requests` requests on the first connection, then closes it and the listener.
+    func serve(requests: Int) {
+        Thread.detachNewThread { [self] in
+            defer { _ = close(listener) }
+            let connection = accept(listener, nil, nil)
+            guard connection >= 0 else { return }
+            defer { _ = close(connection) }
+            var pending: [UInt8] = []
+            for _ in 0..<requests {
+                var headEnd: Int?
+                while headEnd == nil {
+                    guard read(connection, into: &pending) else { return }
+                    headEnd = pending.indices.dropLast(3).first {
+                        pending[$0..<$0 + 4].elementsEqual([13, 10, 13, 10])
+                    }
+                }
+                let head = String(decoding: pending[..<headEnd!], as: UTF8.self).lowercased()
+                pending.removeFirst(headEnd! + 4)
+                let length =
+                    head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                    .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+                if length > 0 { Thread.sleep(forTimeInterval: 0.2) }
+                while pending.count < length {
+                    guard read(connection, into: &pending) else { return }
+                }
+                let body = Array(pending.prefix(length))
+                pending.removeFirst(length)
+                let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: \(body.count)\r\n\r\n".utf8) + body
+                var sent = 0
+                while sent < answer.count {
+                    let count = answer[sent...].withUnsafeBytes { send(connection, $0.baseAddress, $0.count, 0) }
+                    guard count > 0 else { return }
+                    sent += count
+                }
+            }
+        }
+    }
+
+    private func read(_ connection: Int32, into pending: inout [UInt8]) -> Bool {
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        let count = chunk.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
+        guard count > 0 else { return false }
+        pending += chunk[..<count]
+        return true
     }
 }

@@ -177,17 +177,22 @@ enum ClientSocket {
 
     /// Writes every byte of `pieces` with `sendmsg` (no `SIGPIPE`), calling `progress` with the
     /// number of bytes accepted after each call. Returns the `errno` of a failed write, or nil.
-    static func sendAll(_ fd: Int32, _ pieces: [UnsafeRawBufferPointer], progress: (Int) -> Void) -> Int32? {
+    /// With `nonBlocking`, a full socket buffer ends the write with `EAGAIN` (the bytes accepted
+    /// so far were reported) instead of waiting.
+    static func sendAll(
+        _ fd: Int32, _ pieces: [UnsafeRawBufferPointer], nonBlocking: Bool = false, progress: (Int) -> Void
+    ) -> Int32? {
         var vectors = pieces.filter { $0.count > 0 }.map {
             iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count)
         }
+        let flags = nonBlocking ? sendFlags | Int32(MSG_DONTWAIT) : sendFlags
         var index = 0
         while index < vectors.count {
             let written = vectors.withUnsafeMutableBufferPointer { buffer -> Int in
                 var message = msghdr()
                 message.msg_iov = buffer.baseAddress! + index
                 message.msg_iovlen = .init(buffer.count - index)
-                return sendmsg(fd, &message, sendFlags)
+                return sendmsg(fd, &message, flags)
             }
             if written < 0 {
                 let code = errno
@@ -211,6 +216,31 @@ enum ClientSocket {
         return nil
     }
 
+    /// What ended an idle connection's wait (``waitIdle(_:bell:until:)``).
+    struct IdleWake {
+        /// The socket has something to read: an answer, or (with no request written) the server's
+        /// close or bytes out of step.
+        var socketReadable = false
+    }
+
+    /// Waits until `fd` (when not negative) is readable, `bell` rings, or `deadline` passes.
+    static func waitIdle(_ fd: Int32, bell: Doorbell, until deadline: DispatchTime) -> IdleWake {
+        var descriptors = [
+            pollfd(fd: bell.readEnd, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
+        ]
+        let now = DispatchTime.now().uptimeNanoseconds
+        let end = deadline.uptimeNanoseconds
+        let milliseconds: Int32 =
+            end <= now ? 0 : Int32(min((end - now + 999_999) / 1_000_000, UInt64(Int32.max - 1)))
+        let ready = descriptors.withUnsafeMutableBufferPointer { buffer in
+            poll(buffer.baseAddress, fd >= 0 ? 2 : 1, milliseconds)
+        }
+        guard ready > 0 else { return IdleWake() }
+        if descriptors[0].revents != 0 { bell.drain() }
+        return IdleWake(socketReadable: fd >= 0 && descriptors[1].revents != 0)
+    }
+
     /// Wakes any thread blocked on `fd` (its reads return end of stream, writes fail).
     static func shutdownBoth(_ fd: Int32) {
         _ = shutdown(fd, Int32(SHUT_RDWR))
@@ -224,5 +254,46 @@ enum ClientSocket {
         #else
             _ = Glibc.close(fd)
         #endif
+    }
+}
+
+/// A non-blocking pipe that wakes a thread waiting in `poll` beside its socket: a connection's
+/// thread waits idle on both, so a request written to the socket by its caller needs no wake
+/// (the answer wakes it), and anything else (a request for the thread to write, a shutdown)
+/// rings.
+///
+/// `@unchecked Sendable`: the descriptors are immutable; `ring` and `drain` are safe on any
+/// thread (the kernel orders them).
+final class Doorbell: @unchecked Sendable {
+    let readEnd: Int32
+    private let writeEnd: Int32
+
+    /// Nil when no pipe can be made (descriptors exhausted).
+    init?() {
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else { return nil }
+        for end in ends {
+            _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+        }
+        readEnd = ends[0]
+        writeEnd = ends[1]
+    }
+
+    deinit {
+        ClientSocket.close(readEnd)
+        ClientSocket.close(writeEnd)
+    }
+
+    /// Wakes the waiting thread (a ring already pending is enough: a full pipe drops this one).
+    func ring() {
+        var byte: UInt8 = 1
+        _ = write(writeEnd, &byte, 1)
+    }
+
+    /// Empties the pipe, after a wake.
+    func drain() {
+        var bytes = (UInt64(0), UInt64(0))
+        while withUnsafeMutableBytes(of: &bytes, { read(readEnd, $0.baseAddress, $0.count) }) > 0 {}
     }
 }

@@ -49,6 +49,49 @@ final class SocketJob: StreamingTask, @unchecked Sendable {
     var phase = Phase.queued
     var cancelled = false
     var paused = false
+    /// Whether the caller is writing the request itself, or wrote it (``ConnectionPool/submit(_:)``).
+    var callerWrite = CallerWrite.none
+
+    /// A request handed to an idle kept-alive connection is written by the caller's thread, whose
+    /// connection thread already waits on the socket: the answer wakes it, with no wake for the
+    /// request (one thread hand-off fewer per request).
+    enum CallerWrite {
+        /// The connection's thread writes the request (a new connection, a queued request, a
+        /// streamed body or response, a large body).
+        case none
+        /// The caller is writing it; the connection's thread waits for the outcome.
+        case inProgress
+        /// The caller found the connection stale (closed by the server, or out of step) and wrote
+        /// nothing: the connection's thread handles it as its own check would have.
+        case declined
+        /// The caller wrote it, or its start.
+        case written(CallerWritten)
+    }
+
+    /// What the caller wrote.
+    struct CallerWritten {
+        /// The request head, as written.
+        var head: [UInt8]
+        /// Bytes of head and body the socket accepted.
+        var accepted: Int
+        /// Whether that is all of them (otherwise the connection's thread writes the rest).
+        var complete: Bool
+        /// The `errno` of a failed write (a full socket buffer is not a failure: the rest is left).
+        var error: Int32?
+        /// When the write ended: the request's timeout counts from there.
+        var writtenAt: DispatchTime
+    }
+
+    /// The largest request body a caller writes itself (larger ones may fill the socket buffer;
+    /// their connection's thread writes them, blocking as it may).
+    static let callerWriteLimit = 256 * 1024
+
+    /// Whether the caller may write this request itself on an idle connection: a whole response,
+    /// and a body in memory, not too large.
+    var mayBeWrittenByCaller: Bool {
+        guard case .whole = sink, request.streamedBody == nil else { return false }
+        return (request.body?.count ?? 0) <= Self.callerWriteLimit
+    }
 
     /// Whether the response goes to a receiver piece by piece (it may hold its connection long:
     /// a paused row stream, a continuous feed).
@@ -83,6 +126,9 @@ final class ConnectionPool: @unchecked Sendable {
         var maximumConnectionsPerHost: Int
         var connectTimeout: TimeInterval
         var idleTimeout: TimeInterval
+        /// The most bytes of a request its caller writes (the rest is left to the connection's
+        /// thread, as when the socket buffer is full).
+        var callerWriteSlice = Int.max
     }
 
     private struct Host {
@@ -143,6 +189,8 @@ final class ConnectionPool: @unchecked Sendable {
         }
         var connection: SocketConnection?
         var start = false
+        var callerWrites = false
+        var descriptor: Int32 = -1
         modifyHost(job.key) { host in
             if !mayRun(job, on: host) {
                 host.waiting.append(job)
@@ -168,14 +216,44 @@ final class ConnectionPool: @unchecked Sendable {
         if let connection {
             connection.assigned = job
             job.phase = .running(connection)
+            if !start, connection.fd >= 0, connection.bell != nil, job.mayBeWrittenByCaller {
+                job.callerWrite = .inProgress
+                callerWrites = true
+                descriptor = connection.fd
+            }
         }
         lock.unlock()
         guard let connection else { return }
         if start {
             connection.start()
+        } else if callerWrites {
+            connection.writeForCaller(job, fd: descriptor)
         } else {
-            connection.wake.signal()
+            connection.ring()
         }
+    }
+
+    /// Records what the caller wrote of `job` on `connection` (``SocketConnection/writeForCaller(_:fd:)``),
+    /// and wakes the connection's thread when it must act before an answer can arrive: it waits for
+    /// this record, the caller wrote nothing or not all, the write failed, or the request's timeout
+    /// ends before the thread's idle wait would.
+    func recordCallerWrite(_ job: SocketJob, on connection: SocketConnection, _ outcome: SocketJob.CallerWrite) {
+        lock.lock()
+        job.callerWrite = outcome
+        var ring = connection.waitsForCaller
+        connection.waitsForCaller = false
+        switch outcome {
+        case .written(let written):
+            counters.requestsWrittenByCaller += 1
+            if !written.complete, written.error == nil { counters.callerWritesFinishedByConnection += 1 }
+            if !written.complete || written.error != nil { ring = true }
+            let timeout = job.request.timeout
+            if timeout > 0, connection.idleDeadline > written.writtenAt + timeout { ring = true }
+        case .none, .inProgress, .declined:
+            ring = true
+        }
+        lock.unlock()
+        if ring { connection.ring() }
     }
 
     func cancel(_ job: SocketJob) {
@@ -193,6 +271,7 @@ final class ConnectionPool: @unchecked Sendable {
             job.cancelled = true
             if connection.fd >= 0 { ClientSocket.shutdownBoth(connection.fd) }
             lock.unlock()
+            connection.bell?.ring()
             connection.wake.signal()
         }
     }
@@ -250,7 +329,7 @@ final class ConnectionPool: @unchecked Sendable {
         }
         for job in queued { job.phase = .finished }
         lock.unlock()
-        for connection in idle { connection.wake.signal() }
+        for connection in idle { connection.ring() }
         for job in queued { Self.fail(job, ClientSocket.error(.cancelled, "The SocketTransport was shut down")) }
     }
 
@@ -347,16 +426,27 @@ final class ConnectionPool: @unchecked Sendable {
         return (next, job.cancelled, close)
     }
 
-    /// Waits (in the idle list) until a request is assigned, the idle timeout passes or the pool
-    /// shuts down. Nil means the connection left the pool; its descriptor is returned to close.
+    /// Waits (in the idle list, on the socket and the connection's doorbell) until a request is
+    /// assigned, the idle timeout passes, the pool shuts down, or the server closes the idle
+    /// connection (or sends bytes no request asked for). A request its caller is writing is
+    /// returned once the caller has recorded what it wrote. Nil means the connection left the
+    /// pool; its descriptor is returned to close.
     func awaitJob(_ connection: SocketConnection) -> (job: SocketJob?, close: Int32) {
+        var stale = false
         while true {
             lock.lock()
             if let job = connection.assigned {
+                if case .inProgress = job.callerWrite {
+                    connection.waitsForCaller = true
+                    lock.unlock()
+                    _ = connection.waitIdle(fd: -1, until: .now() + 1)
+                    continue
+                }
                 lock.unlock()
                 return (job, -1)
             }
-            if isShutDown || DispatchTime.now() >= connection.idleDeadline {
+            if isShutDown || stale || DispatchTime.now() >= connection.idleDeadline {
+                if stale, !isShutDown { counters.staleConnectionsDiscarded += 1 }
                 modifyHost(connection.key) { host in
                     host.idle.removeAll { $0 === connection }
                     host.open -= 1
@@ -367,8 +457,9 @@ final class ConnectionPool: @unchecked Sendable {
                 return (nil, fd)
             }
             let deadline = connection.idleDeadline
+            let fd = connection.fd
             lock.unlock()
-            _ = connection.wake.wait(timeout: deadline)
+            stale = connection.waitIdle(fd: fd, until: deadline).socketReadable
         }
     }
 

@@ -23,13 +23,21 @@ final class SocketConnection: @unchecked Sendable {
     let key: HostKey
     private let pool: ConnectionPool
     private let hostValue: String
-    /// Signalled when a request is assigned to the idle connection, or a paused one resumes.
+    /// Signalled when a paused response resumes (and, without a doorbell, when a request is
+    /// assigned to the idle connection).
     let wake = DispatchSemaphore(value: 0)
+    /// Rung when the idle connection's thread must act: a request for it to write, a shutdown.
+    /// While idle the thread waits on it and on the socket, so a request its caller wrote needs no
+    /// ring (its answer wakes the thread). Nil when no pipe could be made: the thread then waits on
+    /// `wake`, and writes every request itself.
+    let bell = Doorbell()
 
     // Guarded by the pool's lock.
     var fd: Int32 = -1
     var assigned: SocketJob?
     var idleDeadline = DispatchTime.now()
+    /// The thread waits for the caller to record what it wrote of the assigned request.
+    var waitsForCaller = false
 
     // Owned by the connection's thread.
     private var decoder = HTTPResponseDecoder()
@@ -81,6 +89,55 @@ final class SocketConnection: @unchecked Sendable {
         if fd >= 0 { ClientSocket.close(fd) }
     }
 
+    /// Wakes the idle connection's thread.
+    func ring() {
+        if let bell {
+            bell.ring()
+        } else {
+            wake.signal()
+        }
+    }
+
+    /// Waits idle: on the socket (when `fd` is not negative) and the doorbell, or on `wake` when
+    /// there is no doorbell.
+    func waitIdle(fd: Int32, until deadline: DispatchTime) -> ClientSocket.IdleWake {
+        guard let bell else {
+            _ = wake.wait(timeout: deadline)
+            return ClientSocket.IdleWake()
+        }
+        return ClientSocket.waitIdle(fd, bell: bell, until: deadline)
+    }
+
+    /// Runs on the caller's thread: writes `job` (assigned to this idle connection, whose thread
+    /// waits on the socket) without blocking, after the same check for a stale connection the
+    /// thread makes, and records what was written. A full socket buffer leaves the rest to the
+    /// connection's thread.
+    func writeForCaller(_ job: SocketJob, fd: Int32) {
+        guard ClientSocket.isIdleAndOpen(fd) else {
+            pool.recordCallerWrite(job, on: self, .declined)
+            return
+        }
+        let request = job.request
+        let head = RequestHead.bytes(
+            for: request, target: job.target, host: hostValue, framing: RequestBodyFraming.of(request),
+            acceptEncoding: SocketTransport.acceptEncoding)
+        let body = request.body ?? Data()
+        let slice = pool.options.callerWriteSlice
+        var accepted = 0
+        let failed = head.withUnsafeBytes { headBytes in
+            body.withUnsafeBytes { bodyBytes in
+                ClientSocket.sendAll(fd, Self.prefix(slice, of: [headBytes, bodyBytes]), nonBlocking: true) {
+                    accepted += $0
+                }
+            }
+        }
+        let full = failed == EAGAIN || failed == EWOULDBLOCK
+        let written = SocketJob.CallerWritten(
+            head: head, accepted: accepted, complete: failed == nil && accepted == head.count + body.count,
+            error: full ? nil : failed, writtenAt: .now())
+        pool.recordCallerWrite(job, on: self, .written(written))
+    }
+
     private func closeSocket() {
         let fd = pool.detach(self)
         if fd >= 0 { ClientSocket.close(fd) }
@@ -127,18 +184,28 @@ final class SocketConnection: @unchecked Sendable {
     ) -> (Result<HTTPResponse, any Error>, Bool) {
         let request = job.request
         let framing = RequestBodyFraming.of(request)
-        let head = RequestHead.bytes(
-            for: request, target: job.target, host: hostValue, framing: framing,
-            acceptEncoding: SocketTransport.acceptEncoding)
+        // Written by the caller (recorded under the pool's lock, which this thread took since).
+        var callerWritten: SocketJob.CallerWritten?
+        if case .written(let written) = job.callerWrite { callerWritten = written }
+        let head =
+            callerWritten?.head
+            ?? RequestHead.bytes(
+                for: request, target: job.target, host: hostValue, framing: framing,
+                acceptEncoding: SocketTransport.acceptEncoding)
         var body = BodySource(request: request)
         var attempt = 0
         while true {
             attempt += 1
+            let prewritten = attempt == 1 ? callerWritten : nil
             if pool.isCancelled(job) {
                 return (.failure(ClientSocket.error(.cancelled, "The request was cancelled")), fd >= 0)
             }
             var reused = false
-            if fd >= 0 {
+            if prewritten != nil, fd >= 0 {
+                // The caller checked the connection before writing on it.
+                reused = true
+                pool.count(\.reusedConnections)
+            } else if fd >= 0 {
                 if ClientSocket.isIdleAndOpen(fd) {
                     reused = true
                     pool.count(\.reusedConnections)
@@ -166,13 +233,21 @@ final class SocketConnection: @unchecked Sendable {
                 decoder = HTTPResponseDecoder()
                 timeoutInForce = -1
             }
-            if timeoutInForce != request.timeout {
+            if let prewritten, request.timeout > 0 {
+                // The timeout counts from the caller's write: this thread may have woken late.
+                let now = DispatchTime.now().uptimeNanoseconds
+                let since = prewritten.writtenAt.uptimeNanoseconds
+                let waited = now > since ? TimeInterval(now - since) / 1e9 : 0
+                ClientSocket.setTimeouts(fd, seconds: max(0.001, request.timeout - waited))
+                timeoutInForce = -1
+            } else if timeoutInForce != request.timeout {
                 ClientSocket.setTimeouts(fd, seconds: request.timeout)
                 timeoutInForce = request.timeout
             }
             pool.count(\.requestsSent)
             do throws(Failure) {
-                let response = try exchange(job, head: head, framing: framing, body: &body, buffer: buffer)
+                let response = try exchange(
+                    job, head: head, framing: framing, body: &body, buffer: buffer, prewritten: prewritten)
                 return (.success(response.response), response.reusable)
             } catch {
                 closeSocket()
@@ -187,15 +262,25 @@ final class SocketConnection: @unchecked Sendable {
         }
     }
 
-    /// Writes the request and reads the response on the open socket.
+    /// Writes the request (what the caller has not written of it) and reads the response on the
+    /// open socket.
     private func exchange(
         _ job: SocketJob, head: [UInt8], framing: RequestBodyFraming, body: inout BodySource,
-        buffer: UnsafeMutableRawBufferPointer
+        buffer: UnsafeMutableRawBufferPointer, prewritten: SocketJob.CallerWritten?
     ) throws(Failure) -> (response: HTTPResponse, reusable: Bool) {
         decoder.expectResponse(to: job.request.method.rawValue)
         var writeFailure: Failure?
         do throws(Failure) {
-            try write(job, head: head, framing: framing, body: &body)
+            if let prewritten {
+                if let code = prewritten.error {
+                    throw writeError(code, nothingSent: prewritten.accepted == 0)
+                }
+                if !prewritten.complete {
+                    try write(job, head: head, framing: framing, body: &body, skipping: prewritten.accepted)
+                }
+            } else {
+                try write(job, head: head, framing: framing, body: &body)
+            }
         } catch {
             if !(error.error is URLError) || (error.error as? URLError)?.code == .timedOut { throw error }
             // The server may have answered early (a 413, a 401) and closed: read what it sent.
@@ -212,29 +297,60 @@ final class SocketConnection: @unchecked Sendable {
 
     // MARK: - Writing
 
+    /// Writes the request head and body, less the first `skipping` bytes (written by the caller).
     private func write(
-        _ job: SocketJob, head: [UInt8], framing: RequestBodyFraming, body: inout BodySource
+        _ job: SocketJob, head: [UInt8], framing: RequestBodyFraming, body: inout BodySource, skipping: Int = 0
     ) throws(Failure) {
         var receiver: (any StreamReceiver)?
         if case .stream(let streamReceiver) = job.sink { receiver = streamReceiver }
-        var accepted = 0
+        var accepted = skipping
         let failed: Int32?
         if let data = job.request.body, job.request.streamedBody == nil {
             let headCount = head.count
             failed = head.withUnsafeBytes { headBytes in
                 data.withUnsafeBytes { bodyBytes in
-                    ClientSocket.sendAll(fd, [headBytes, bodyBytes]) { accepted += $0 }
+                    ClientSocket.sendAll(fd, Self.dropping(skipping, from: [headBytes, bodyBytes])) { accepted += $0 }
                 }
             }
             if failed == nil, let receiver, !data.isEmpty {
                 receiver.sent(bytes: Int64(max(0, accepted - headCount)), of: Int64(data.count))
             }
         } else {
-            failed = head.withUnsafeBytes { ClientSocket.sendAll(fd, [$0]) { accepted += $0 } }
+            failed = head.withUnsafeBytes {
+                ClientSocket.sendAll(fd, Self.dropping(skipping, from: [$0])) { accepted += $0 }
+            }
         }
         if let failed { throw writeError(failed, nothingSent: accepted == 0) }
         guard job.request.streamedBody != nil else { return }
         try writeStreamedBody(job, framing: framing, body: &body, receiver: receiver)
+    }
+
+    /// The first `count` bytes of `pieces`.
+    static func prefix(_ count: Int, of pieces: [UnsafeRawBufferPointer]) -> [UnsafeRawBufferPointer] {
+        var remaining = count
+        var result: [UnsafeRawBufferPointer] = []
+        for piece in pieces where remaining > 0 {
+            let taken = min(remaining, piece.count)
+            result.append(UnsafeRawBufferPointer(rebasing: piece[0..<taken]))
+            remaining -= taken
+        }
+        return result
+    }
+
+    /// `pieces` without their first `count` bytes.
+    static func dropping(_ count: Int, from pieces: [UnsafeRawBufferPointer]) -> [UnsafeRawBufferPointer] {
+        guard count > 0 else { return pieces }
+        var remaining = count
+        var result: [UnsafeRawBufferPointer] = []
+        for piece in pieces {
+            if remaining >= piece.count {
+                remaining -= piece.count
+            } else {
+                result.append(UnsafeRawBufferPointer(rebasing: piece[remaining...]))
+                remaining = 0
+            }
+        }
+        return result
     }
 
     private func writeStreamedBody(

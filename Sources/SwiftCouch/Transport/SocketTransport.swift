@@ -83,6 +83,12 @@ public final class SocketTransport: Transport {
         public var staleConnectionsDiscarded = 0
         /// Requests sent again on a fresh connection after a kept-alive one failed under them.
         public var staleRetries = 0
+        /// Requests written by the calling thread on an idle kept-alive connection, whose own
+        /// thread waited on the socket for the answer (no thread woken to send them).
+        public var requestsWrittenByCaller = 0
+        /// Of those, requests whose socket buffer took only part: the connection's thread wrote
+        /// the rest.
+        public var callerWritesFinishedByConnection = 0
         /// Connections open now, busy or idle.
         public var openConnections = 0
         /// Connections idle in the pool now.
@@ -106,11 +112,25 @@ public final class SocketTransport: Transport {
     ///   - connectTimeout: how long connecting may take, in seconds (also bounded by the request's
     ///     timeout). Defaults to 10.
     ///   - idleTimeout: how long an idle connection is kept for reuse, in seconds. Defaults to 30.
-    public init(maximumConnectionsPerHost: Int = 6, connectTimeout: TimeInterval = 10, idleTimeout: TimeInterval = 30) {
+    public convenience init(
+        maximumConnectionsPerHost: Int = 6, connectTimeout: TimeInterval = 10, idleTimeout: TimeInterval = 30
+    ) {
+        self.init(
+            maximumConnectionsPerHost: maximumConnectionsPerHost, connectTimeout: connectTimeout,
+            idleTimeout: idleTimeout, callerWriteSlice: .max)
+    }
+
+    /// A transport whose callers write at most `callerWriteSlice` bytes of a request themselves
+    /// (tests: a socket buffer that takes only part of a request, which loopback's large buffers
+    /// never do).
+    init(
+        maximumConnectionsPerHost: Int = 6, connectTimeout: TimeInterval = 10, idleTimeout: TimeInterval = 30,
+        callerWriteSlice: Int
+    ) {
         pool = ConnectionPool(
             options: ConnectionPool.Options(
                 maximumConnectionsPerHost: max(1, maximumConnectionsPerHost), connectTimeout: connectTimeout,
-                idleTimeout: max(0, idleTimeout)))
+                idleTimeout: max(0, idleTimeout), callerWriteSlice: max(1, callerWriteSlice)))
     }
 
     deinit {
