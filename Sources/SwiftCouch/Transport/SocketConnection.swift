@@ -233,16 +233,19 @@ final class SocketConnection: @unchecked Sendable {
                 decoder = HTTPResponseDecoder()
                 timeoutInForce = -1
             }
-            if let prewritten, request.timeout > 0 {
-                // The timeout counts from the caller's write: this thread may have woken late.
+            var timeout = request.timeout
+            if let prewritten, timeout > 0 {
+                // The timeout counts from the caller's write: this thread may have woken late (more
+                // than 10 ms late: the usual answer wakes it at once, and the descriptor's timeout is
+                // then left as it is, with no system call).
                 let now = DispatchTime.now().uptimeNanoseconds
                 let since = prewritten.writtenAt.uptimeNanoseconds
                 let waited = now > since ? TimeInterval(now - since) / 1e9 : 0
-                ClientSocket.setTimeouts(fd, seconds: max(0.001, request.timeout - waited))
-                timeoutInForce = -1
-            } else if timeoutInForce != request.timeout {
-                ClientSocket.setTimeouts(fd, seconds: request.timeout)
-                timeoutInForce = request.timeout
+                if waited > 0.01 { timeout = max(0.001, timeout - waited) }
+            }
+            if timeoutInForce != timeout {
+                ClientSocket.setTimeouts(fd, seconds: timeout)
+                timeoutInForce = timeout
             }
             pool.count(\.requestsSent)
             do throws(Failure) {
