@@ -111,7 +111,12 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
     func claimCompletion() -> Bool {
         let first = state.withLock { state -> Bool in
             defer { state.completed = true }
-            return !state.completed
+            guard !state.completed else { return false }
+            // The transfer's completion closure holds the attempt, which holds this handle: kept,
+            // the transfer would keep every completed request alive (a cycle per request).
+            state.inFlight = nil
+            state.timer = nil
+            return true
         }
         if first { registry?.remove(self) }
         return first
@@ -172,7 +177,8 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
     }
 
     /// Records the transfer of attempt `transmission` (from ``beginTransmission()``) to cancel or
-    /// pause; cancels it straight away when the handle is already cancelled. The session may hand
+    /// pause; cancels it straight away when the handle is already cancelled or completed (a
+    /// completed handle keeps no transfer: see ``claimCompletion()``). The session may hand
     /// a request to the transport after leaving its queue, so the transfer can be tracked after
     /// its attempt has ended: it is then left alone (finished, and not to replace a retry's timer
     /// or a later attempt's transfer).
@@ -183,6 +189,8 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
     private func track(inFlight: (any Cancellable)?, timer: DispatchWorkItem?, transmission: Int?) {
         let (cancelled, paused) = state.withLock { state -> (Bool, Bool) in
             if !state.cancelled {
+                // Completed: nothing more is wanted of the transfer, and keeping it would make a cycle.
+                if state.completed { return (true, false) }
                 if let transmission, !state.transmitting || state.transmission != transmission {
                     return (false, false)
                 }

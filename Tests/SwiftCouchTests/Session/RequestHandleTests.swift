@@ -62,6 +62,34 @@ struct RequestHandleTests {
         #expect(!staleCancelled)
     }
 
+    /// A transfer's completion closure holds the session's attempt, which holds the handle: a
+    /// handle that kept its transfer after completing kept every request alive (2–3 KB each, seen
+    /// as a process growing with every PUT+GET).
+    @Test func aCompletedHandleKeepsNoTransfer() throws {
+        let handle = handle()
+        let attempt = try #require(handle.beginTransmission())
+        weak var released: Transfer?
+        do {
+            let transfer = Transfer()
+            released = transfer
+            handle.track(inFlight: transfer, transmission: attempt)
+        }
+        #expect(released != nil, "tracked while the request runs")
+        handle.endTransmission(answered: true, responded: true)
+        handle.finish(.success(HTTPResponse(statusCode: 200)))
+        #expect(released == nil, "the completed handle still holds its transfer")
+
+        // A transfer tracked after the handle completed is not kept, and is told to stop.
+        weak var lateReleased: Transfer?
+        do {
+            let transfer = Transfer()
+            lateReleased = transfer
+            handle.track(inFlight: transfer, transmission: attempt)
+            #expect(transfer.isCancelled)
+        }
+        #expect(lateReleased == nil)
+    }
+
     @Test func aTransferTrackedAfterTheCancellationIsCancelledAtOnce() throws {
         let handle = handle()
         let attempt = try #require(handle.beginTransmission())
