@@ -216,15 +216,10 @@ enum ClientSocket {
         return nil
     }
 
-    /// What ended an idle connection's wait (``waitIdle(_:bell:until:)``).
-    struct IdleWake {
-        /// The socket has something to read: an answer, or (with no request written) the server's
-        /// close or bytes out of step.
-        var socketReadable = false
-    }
-
-    /// Waits until `fd` (when not negative) is readable, `bell` rings, or `deadline` passes.
-    static func waitIdle(_ fd: Int32, bell: Doorbell, until deadline: DispatchTime) -> IdleWake {
+    /// Waits until `fd` (when not negative) is readable, `bell` rings, or `deadline` passes. True
+    /// when the socket has something to read: an answer, or (with no request written) the server's
+    /// close or bytes out of step.
+    static func waitIdle(_ fd: Int32, bell: Doorbell, until deadline: DispatchTime) -> Bool {
         var descriptors = [
             pollfd(fd: bell.readEnd, events: Int16(POLLIN), revents: 0),
             pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
@@ -236,9 +231,9 @@ enum ClientSocket {
         let ready = descriptors.withUnsafeMutableBufferPointer { buffer in
             poll(buffer.baseAddress, fd >= 0 ? 2 : 1, milliseconds)
         }
-        guard ready > 0 else { return IdleWake() }
+        guard ready > 0 else { return false }
         if descriptors[0].revents != 0 { bell.drain() }
-        return IdleWake(socketReadable: fd >= 0 && descriptors[1].revents != 0)
+        return fd >= 0 && descriptors[1].revents != 0
     }
 
     /// Wakes any thread blocked on `fd` (its reads return end of stream, writes fail).

@@ -57,13 +57,11 @@ final class SocketJob: StreamingTask, @unchecked Sendable {
     /// request (one thread hand-off fewer per request).
     enum CallerWrite {
         /// The connection's thread writes the request (a new connection, a queued request, a
-        /// streamed body or response, a large body).
+        /// streamed body or response, a large body; or the caller found the connection stale,
+        /// closed by the server or out of step, and wrote nothing).
         case none
         /// The caller is writing it; the connection's thread waits for the outcome.
         case inProgress
-        /// The caller found the connection stale (closed by the server, or out of step) and wrote
-        /// nothing: the connection's thread handles it as its own check would have.
-        case declined
         /// The caller wrote it, or its start.
         case written(CallerWritten)
     }
@@ -249,7 +247,7 @@ final class ConnectionPool: @unchecked Sendable {
             if !written.complete || written.error != nil { ring = true }
             let timeout = job.request.timeout
             if timeout > 0, connection.idleDeadline > written.writtenAt + timeout { ring = true }
-        case .none, .inProgress, .declined:
+        case .none, .inProgress:
             ring = true
         }
         lock.unlock()
@@ -459,7 +457,7 @@ final class ConnectionPool: @unchecked Sendable {
             let deadline = connection.idleDeadline
             let fd = connection.fd
             lock.unlock()
-            stale = connection.waitIdle(fd: fd, until: deadline).socketReadable
+            stale = connection.waitIdle(fd: fd, until: deadline)
         }
     }
 

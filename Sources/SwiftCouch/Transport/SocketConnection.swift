@@ -99,22 +99,23 @@ final class SocketConnection: @unchecked Sendable {
     }
 
     /// Waits idle: on the socket (when `fd` is not negative) and the doorbell, or on `wake` when
-    /// there is no doorbell.
-    func waitIdle(fd: Int32, until deadline: DispatchTime) -> ClientSocket.IdleWake {
+    /// there is no doorbell. True when the socket is readable.
+    func waitIdle(fd: Int32, until deadline: DispatchTime) -> Bool {
         guard let bell else {
             _ = wake.wait(timeout: deadline)
-            return ClientSocket.IdleWake()
+            return false
         }
         return ClientSocket.waitIdle(fd, bell: bell, until: deadline)
     }
 
     /// Runs on the caller's thread: writes `job` (assigned to this idle connection, whose thread
     /// waits on the socket) without blocking, after the same check for a stale connection the
-    /// thread makes, and records what was written. A full socket buffer leaves the rest to the
-    /// connection's thread.
+    /// thread makes, and records what was written (nothing, `.none`, when the connection is stale:
+    /// the thread then handles it as its own check would have). A full socket buffer leaves the
+    /// rest to the connection's thread.
     func writeForCaller(_ job: SocketJob, fd: Int32) {
         guard ClientSocket.isIdleAndOpen(fd) else {
-            pool.recordCallerWrite(job, on: self, .declined)
+            pool.recordCallerWrite(job, on: self, .none)
             return
         }
         let request = job.request
@@ -126,7 +127,10 @@ final class SocketConnection: @unchecked Sendable {
         var accepted = 0
         let failed = head.withUnsafeBytes { headBytes in
             body.withUnsafeBytes { bodyBytes in
-                ClientSocket.sendAll(fd, Self.prefix(slice, of: [headBytes, bodyBytes]), nonBlocking: true) {
+                ClientSocket.sendAll(
+                    fd, Self.bytes(0..<min(slice, head.count + body.count), of: [headBytes, bodyBytes]),
+                    nonBlocking: true
+                ) {
                     accepted += $0
                 }
             }
@@ -312,7 +316,9 @@ final class SocketConnection: @unchecked Sendable {
             let headCount = head.count
             failed = head.withUnsafeBytes { headBytes in
                 data.withUnsafeBytes { bodyBytes in
-                    ClientSocket.sendAll(fd, Self.dropping(skipping, from: [headBytes, bodyBytes])) { accepted += $0 }
+                    ClientSocket.sendAll(
+                        fd, Self.bytes(skipping..<headCount + data.count, of: [headBytes, bodyBytes])
+                    ) { accepted += $0 }
                 }
             }
             if failed == nil, let receiver, !data.isEmpty {
@@ -320,7 +326,7 @@ final class SocketConnection: @unchecked Sendable {
             }
         } else {
             failed = head.withUnsafeBytes {
-                ClientSocket.sendAll(fd, Self.dropping(skipping, from: [$0])) { accepted += $0 }
+                ClientSocket.sendAll(fd, Self.bytes(skipping..<head.count, of: [$0])) { accepted += $0 }
             }
         }
         if let failed { throw writeError(failed, nothingSent: accepted == 0) }
@@ -328,30 +334,17 @@ final class SocketConnection: @unchecked Sendable {
         try writeStreamedBody(job, framing: framing, body: &body, receiver: receiver)
     }
 
-    /// The first `count` bytes of `pieces`.
-    static func prefix(_ count: Int, of pieces: [UnsafeRawBufferPointer]) -> [UnsafeRawBufferPointer] {
-        var remaining = count
+    /// The bytes at `range` of `pieces` taken as one run (what a caller writes, what is left).
+    static func bytes(_ range: Range<Int>, of pieces: [UnsafeRawBufferPointer]) -> [UnsafeRawBufferPointer] {
+        // All of them (the usual write): the pieces as they are.
+        if range.lowerBound <= 0, range.upperBound >= pieces.reduce(0, { $0 + $1.count }) { return pieces }
         var result: [UnsafeRawBufferPointer] = []
-        for piece in pieces where remaining > 0 {
-            let taken = min(remaining, piece.count)
-            result.append(UnsafeRawBufferPointer(rebasing: piece[0..<taken]))
-            remaining -= taken
-        }
-        return result
-    }
-
-    /// `pieces` without their first `count` bytes.
-    static func dropping(_ count: Int, from pieces: [UnsafeRawBufferPointer]) -> [UnsafeRawBufferPointer] {
-        guard count > 0 else { return pieces }
-        var remaining = count
-        var result: [UnsafeRawBufferPointer] = []
+        var start = 0
         for piece in pieces {
-            if remaining >= piece.count {
-                remaining -= piece.count
-            } else {
-                result.append(UnsafeRawBufferPointer(rebasing: piece[remaining...]))
-                remaining = 0
-            }
+            let lower = max(range.lowerBound - start, 0)
+            let upper = min(range.upperBound - start, piece.count)
+            if lower < upper { result.append(UnsafeRawBufferPointer(rebasing: piece[lower..<upper])) }
+            start += piece.count
         }
         return result
     }
