@@ -235,17 +235,22 @@ extension InterceptableSession {
             schedule(attempt, after: delay, reason: "HTTP \(response.statusCode)")
             return
         }
-        if response.statusCode == 409, request.method != .get, request.method != .head,
+        if response.statusCode >= 400, request.method != .get, request.method != .head,
             attempt.handle.hadUncertainAttempt
         {
-            // The conflict may be with this very write, carried out by an attempt whose answer was lost.
-            var conflict = CouchError.http(
-                status: 409, body: response.body, method: request.method.rawValue, path: request.path)
-            conflict.isOutcomeUnknown = true
-            conflict.message +=
-                " An earlier attempt of this request was sent and its answer lost, so the conflict may be"
-                + " with this write itself: read the document to know whether it was carried out."
-            complete(attempt.handle, .failure(conflict))
+            // An earlier attempt whose answer was lost may have carried the write out, whatever this
+            // one was answered (a 409 with this very write, a 401 or 503 on the resend).
+            var failure = CouchError.http(
+                status: response.statusCode, body: response.body, method: request.method.rawValue,
+                path: request.path)
+            failure.isOutcomeUnknown = true
+            failure.message +=
+                response.statusCode == 409
+                ? " An earlier attempt of this request was sent and its answer lost, so the conflict may be"
+                    + " with this write itself: read the document to know whether it was carried out."
+                : " An earlier attempt of this request was sent and its answer lost, so it may have been"
+                    + " carried out: read the document to know."
+            complete(attempt.handle, .failure(failure))
             return
         }
         complete(attempt.handle, .success(response))
