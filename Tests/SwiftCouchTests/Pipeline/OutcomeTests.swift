@@ -118,6 +118,52 @@ struct OutcomeTests {
         #expect(error.isOutcomeUnknown)
     }
 
+    @Test(
+        "A lost answer, then an error answer to the resent write: it may have been carried out, outcome unknown",
+        arguments: [401, 403, 400, 500, 503])
+    func errorAfterLostAnswer(status: Int) throws {
+        let body = #"{"error":"some_error","reason":"The resend was refused."}"#
+        // A retried status (5xx) is answered until the retries run out; the others end the request at once.
+        let answers = status >= 500 ? 3 : 1
+        let run = Simulation.run(
+            Self.put,
+            responses: [.failure(URLError(.networkConnectionLost))]
+                + Array(repeating: .json(status, body), count: answers),
+            configuration: Self.configuration())
+        #expect(run.requests.count == 1 + answers)
+        let error = try #require(run.error)
+        #expect(error.statusCode == status)
+        #expect(error.isOutcomeUnknown, "HTTP \(status) after a lost answer was reported as not done")
+        #expect(error.message.contains("may have been carried out"))
+    }
+
+    @Test("The same error answers with no lost attempt before them: the write was refused, outcome known")
+    func errorWithoutLostAnswer() throws {
+        for status in [401, 403, 400] {
+            let run = Simulation.run(
+                Self.put, responses: [.json(status, #"{"error":"some_error","reason":"Refused."}"#)],
+                configuration: Self.configuration())
+            let error = try #require(run.error)
+            #expect(error.statusCode == status)
+            #expect(!error.isOutcomeUnknown, "HTTP \(status) with nothing lost before it")
+        }
+    }
+
+    @Test("A read after a lost answer that ends in 404 is a plain 404: reading changes nothing")
+    func readAfterLostAnswer() throws {
+        let run = Simulation.run(
+            GetDocumentOperation<[String: Int]>(database: "db", id: "doc"),
+            responses: [
+                .failure(URLError(.networkConnectionLost)),
+                .json(404, #"{"error":"not_found","reason":"missing"}"#),
+            ],
+            configuration: Self.configuration())
+        #expect(run.requests.count == 2)
+        let error = try #require(run.error)
+        #expect(error.statusCode == 404)
+        #expect(!error.isOutcomeUnknown)
+    }
+
     @Test("409 with no lost attempt before it is a plain conflict: the write was refused")
     func plainConflict() throws {
         let run = Simulation.run(
