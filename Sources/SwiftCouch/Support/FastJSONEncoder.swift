@@ -114,6 +114,9 @@ final class FastJSONEncoderImpl: Encoder {
         var keysStart: Int
         /// Hashes of the keys, once the object has more than `linearKeys` of them.
         var keyHashes: Set<UInt32>?
+        /// One bit per key written (bit `hash % 64`): a key whose bit is clear is new, with no
+        /// look at the keys before it (the usual case, where every key is new).
+        var keyBits: UInt64 = 0
     }
 
     /// A key written in an open object: where its escaped text is in `bytes`.
@@ -312,7 +315,43 @@ final class FastJSONEncoderImpl: Encoder {
             }
             return
         }
+        if writeShortDecimal(value) { return }
         writeFloatingDescription(value.description)
+    }
+
+    static let powersOfTen: [Double] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000]
+
+    /// Writes `value` as `description` would when it is a decimal with at most six digits after
+    /// the point (4.5, 19.99, 0.125) and between 10^-4 and 10^15 (where `description` uses no
+    /// exponent), without making the `String`; false for anything else.
+    ///
+    /// The fewest digits after the point whose decimal reads back as `value` are `description`'s
+    /// own (its shortest round-trip digits): below 2^50 at that scale, no other decimal with as
+    /// many digits lies within half a unit in the last place of `value`.
+    @inline(__always)
+    private func writeShortDecimal(_ value: Double) -> Bool {
+        let magnitude = value.magnitude
+        guard magnitude >= 1e-4, magnitude < 1e15 else { return false }
+        for digits in 1...6 {
+            let scaled = (magnitude * Self.powersOfTen[digits]).rounded()
+            guard scaled < 0x1p50 else { return false }
+            guard scaled / Self.powersOfTen[digits] == magnitude else { continue }
+            var fraction = UInt64(scaled)
+            let whole = fraction / UInt64(Self.powersOfTen[digits])
+            fraction -= whole * UInt64(Self.powersOfTen[digits])
+            if value < 0 { bytes.append(UInt8(ascii: "-")) }
+            writeInteger(whole)
+            bytes.reserve(digits + 1)
+            bytes.append(UInt8(ascii: "."))
+            let end = bytes.base + bytes.count + digits
+            for position in 1...digits {
+                end[-position] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: fraction % 10)
+                fraction /= 10
+            }
+            bytes.advance(by: digits)
+            return true
+        }
+        return false
     }
 
     func writeFloat(_ value: Float) throws {
@@ -475,10 +514,16 @@ final class FastJSONEncoderImpl: Encoder {
         let hash = FastJSON.keyHash(UnsafeBufferPointer(start: bytes.base + start, count: count))
         let keysStart = frames[index].keysStart
         let existing = keys.count - keysStart
+        let bit = UInt64(1) << UInt64(hash & 63)
+        let bitSeen = frames[index].keyBits & bit != 0
+        frames[index].keyBits |= bit
         if existing < Self.linearKeys {
-            for position in keysStart..<keys.count where keys[position].hash == hash {
-                if sameBytes(keys[position], start: start, count: count) {
-                    throw unsupported("key '\(key)' encoded twice")
+            // A key whose bit no earlier key has is new: only the others are looked for.
+            if bitSeen {
+                for position in keysStart..<keys.count where keys[position].hash == hash {
+                    if sameBytes(keys[position], start: start, count: count) {
+                        throw unsupported("key '\(key)' encoded twice")
+                    }
                 }
             }
         } else {

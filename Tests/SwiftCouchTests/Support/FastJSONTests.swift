@@ -540,6 +540,46 @@ struct FastJSONTests {
         expectSameDecoding([UInt64].self, "[18446744073709551615,0]")
     }
 
+    @Test("Decimals with few digits after the point (written without a String) match Foundation's")
+    func shortDecimals() throws {
+        // Deterministic: the same 40,000 values each run.
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next() -> UInt64 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return state >> 11
+        }
+        var values: [Double] = [
+            0.0001, 0.00011, 0.00009999, 0.00005, -0.000012, 0.000001, 0.001, -0.5, 19.99, 2.675, 0.125,
+            999_999_999_999_999.9,
+            123_456_789_012_345.6, 1e15 - 0.5, 1.000001, 1.0000001, 0.1 + 0.2, 1 / 3, -1e-4,
+        ]
+        let scales: [Double] = [10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000]
+        for index in 0..<40_000 {
+            let scale = scales[Int(next() % UInt64(scales.count))]
+            switch index % 3 {
+            case 0: values.append(Double(Int64(next() % 20_000_001) - 10_000_000) / scale)
+            case 1: values.append(Double(Int64(next() % (1 << 51)) - (1 << 50)) / scale)
+            default: values.append(Double(bitPattern: next() << 11 | next() % 2048))
+            }
+        }
+        let finite = values.filter(\.isFinite)
+        var failures = 0
+        for chunk in stride(from: 0, to: finite.count, by: 1_000) {
+            let slice = Array(finite[chunk..<min(chunk + 1_000, finite.count)])
+            let fast = String(decoding: try FastJSON.encode(slice, dateCoding: .iso8601), as: UTF8.self)
+            let foundation = String(decoding: try foundationEncoder(.iso8601).encode(slice), as: UTF8.self)
+            if fast != foundation {
+                let pairs = zip(
+                    fast.dropFirst().dropLast().split(separator: ","),
+                    foundation.dropFirst().dropLast().split(separator: ","))
+                for (mine, theirs) in pairs where mine != theirs && failures < 10 {
+                    failures += 1
+                    Issue.record("wrote \(mine) where Foundation writes \(theirs)")
+                }
+            }
+        }
+    }
+
     @Test("Double and Float formatting matches Foundation's")
     func floatingPoint() throws {
         for value in edgeDoubles {
