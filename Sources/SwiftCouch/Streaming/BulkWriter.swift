@@ -62,12 +62,14 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     private let database: String
     private let options: Options
     private let dateCoding: DateCoding
+    // The two per-document properties are `@exclusivity(unchecked)`: the actor runs one access at
+    // a time, and the dynamic checks of the `inout` use were a measurable part of `add`.
     /// Documents waiting for the next batch.
-    private var pending = BulkBatch()
+    @exclusivity(unchecked) private var pending = BulkBatch()
     private var inFlight = 0
     private var slotWaiters: [CheckedContinuation<Void, Never>] = []
     /// One per document added, in order (nil until known).
-    private var results: [BulkWriteResult?] = []
+    @exclusivity(unchecked) private var results: [BulkWriteResult?] = []
     private var batches: [Task<Void, Never>] = []
     private var finished = false
 
@@ -127,15 +129,17 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     static func prepare(_ document: Document, index: Int, makeID: () -> String, into batch: inout BulkBatch)
         -> DocumentError?
     {
-        let mark = batch.body.count
-        if !batch.items.isEmpty { batch.body.append(UInt8(ascii: ",")) }
-        let start = batch.body.count
+        let body = batch.body
+        let mark = body.count
+        if !batch.items.isEmpty { body.append(UInt8(ascii: ",")) }
+        let start = body.count
         let recorded: [String?]?
         do {
-            // Straight into the batch's request body: no `Data` per document.
-            recorded = try JSONBody.appendDocument(document, to: &batch.body)
+            // Straight into the batch's request body: no `Data` per document, and no copy.
+            var sink = body
+            recorded = try JSONBody.appendDocument(document, to: &sink)
         } catch {
-            batch.body.removeSubrange(mark...)
+            body.truncateJSON(to: mark)
             let message = (error as? CouchError)?.message ?? "\(error)"
             return DocumentError(id: nil, rev: nil, error: "bad_request", reason: message)
         }
@@ -143,31 +147,29 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         // not tell (no second decode of the document either way).
         let meta =
             recorded
-            ?? batch.body.withUnsafeBytes { all in
-                TopLevelStrings.find(
-                    .idAndRev, in: UnsafeBufferPointer(rebasing: all.bindMemory(to: UInt8.self)[start...]))
-            }
+            ?? TopLevelStrings.find(.idAndRev, in: body.bytes(in: start..<body.count))
         guard let meta else {
-            batch.body.removeSubrange(mark...)
+            body.truncateJSON(to: mark)
             return DocumentError(id: nil, rev: nil, error: "bad_request", reason: "_id and _rev must be strings.")
         }
         let id: String
         if let given = meta[0] {
             if let refusal = refusal(ofID: given) {
-                batch.body.removeSubrange(mark...)
+                body.truncateJSON(to: mark)
                 return DocumentError(id: given, rev: nil, error: "illegal_docid", reason: refusal)
             }
             id = given
         } else {
             id = makeID()
-            let empty = batch.body[(start + 1)...].first { !(" \n\r\t".utf8.contains($0)) } == UInt8(ascii: "}")
+            let afterBrace = body.bytes(in: (start + 1)..<body.count)
+            let empty = afterBrace.first { !(" \n\r\t".utf8.contains($0)) } == UInt8(ascii: "}")
             var member = Array(#""_id":"#.utf8)
             member.append(contentsOf: JSONBody.stringLiteral(id).utf8)
             if !empty { member.append(UInt8(ascii: ",")) }
-            batch.body.insert(contentsOf: member, at: start + 1)
+            body.insert(member, at: start + 1)
         }
         batch.items.append(
-            BulkBatch.Item(index: index, id: id, parentRevision: meta[1], range: start..<batch.body.count))
+            BulkBatch.Item(index: index, id: id, parentRevision: meta[1], range: start..<body.count))
         return nil
     }
 
@@ -252,7 +254,8 @@ public actor BulkWriter<Document: Encodable & Sendable> {
                 }
             }
             for (item, row) in conflicted {
-                results[item.index] = await confirmedWrite(of: item, body: Data(remaining.body[item.range])) ?? row
+                results[item.index] =
+                    await confirmedWrite(of: item, body: Data(buffer: remaining.body.bytes(in: item.range))) ?? row
             }
             remaining = remaining.subset(retry)
             attempt += 1
@@ -262,7 +265,7 @@ public actor BulkWriter<Document: Encodable & Sendable> {
 
     private func send(_ batch: BulkBatch) async throws(CouchError) -> [BulkWriteResult] {
         let request = GenericOperation(
-            method: .post, path: CouchPath(database, "_bulk_docs"), body: batch.body, isIdempotent: false)
+            method: .post, path: CouchPath(database, "_bulk_docs"), body: batch.body.data, isIdempotent: false)
         return try await client.value(GenericJSONOperation<[BulkWriteResult]>(request))
     }
 
@@ -334,21 +337,24 @@ struct BulkBatch: Sendable {
         var resent = false
     }
 
-    private static let opening = Data(#"{"docs":["#.utf8)
+    private static let opening: StaticString = #"{"docs":["#
 
-    /// The request body: `{"docs":[` and the documents so far; `]}` once sealed.
-    var body: Data
+    /// The request body: `{"docs":[` and the documents so far; `]}` once sealed. Written only
+    /// while the batch is filled (by its one owner); sent without a copy once sealed, and never
+    /// written again.
+    let body: JSONBuffer
     var items: [Item] = []
 
     /// An empty batch with room for `capacity` bytes of documents.
     init(reservingCapacity capacity: Int = 0) {
-        body = Data(capacity: Self.opening.count + capacity + 2)
-        body.append(Self.opening)
+        body = JSONBuffer(capacity: Self.opening.utf8CodeUnitCount + capacity + 2)
+        body.append(UnsafeBufferPointer(start: Self.opening.utf8Start, count: Self.opening.utf8CodeUnitCount))
     }
 
     /// Closes the body (`]}`): the batch is ready to send.
     mutating func seal() {
-        body.append(contentsOf: [UInt8(ascii: "]"), UInt8(ascii: "}")])
+        body.append(UInt8(ascii: "]"))
+        body.append(UInt8(ascii: "}"))
     }
 
     /// A sealed batch of some of these items (a resend, a half), with their bodies copied over.
@@ -357,7 +363,7 @@ struct BulkBatch: Sendable {
         for var item in chosen {
             if !subset.items.isEmpty { subset.body.append(UInt8(ascii: ",")) }
             let start = subset.body.count
-            subset.body.append(body[item.range])
+            subset.body.append(body.bytes(in: item.range))
             item.range = start..<subset.body.count
             subset.items.append(item)
         }

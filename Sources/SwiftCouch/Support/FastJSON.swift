@@ -160,6 +160,72 @@ protocol JSONByteSink {
     mutating func truncateJSON(to mark: Int)
     /// The byte at `offset`.
     func jsonByte(at offset: Int) -> UInt8
+    /// Runs `body` with this sink's own storage, for the encoder to write into in place (no copy
+    /// from its buffer); nil when the sink has no such storage, and the encoder copies.
+    mutating func withFastBytes<R>(_ body: (inout FastJSONBytes) throws -> R) rethrows -> R?
+}
+
+extension JSONByteSink {
+    mutating func withFastBytes<R>(_ body: (inout FastJSONBytes) throws -> R) rethrows -> R? { nil }
+}
+
+/// A request body written in place: bytes the JSON encoder appends to directly, handed to the
+/// transport as `Data` without a copy (``data``).
+///
+/// `@unchecked Sendable`: it is written by one owner at a time (a `BulkWriter` filling its next
+/// batch, on the actor), and only read once ``data`` has been taken; nothing writes to it after.
+final class JSONBuffer: JSONByteSink, @unchecked Sendable {
+    /// `@exclusivity(unchecked)`: its one writer never overlaps two accesses (the dynamic checks
+    /// were most of the cost of `count` and of lending the storage).
+    @exclusivity(unchecked) private var bytes: FastJSONBytes
+
+    init(capacity: Int) {
+        bytes = FastJSONBytes(capacity: capacity)
+    }
+
+    deinit { bytes.deallocate() }
+
+    var count: Int { bytes.count }
+
+    func append(_ byte: UInt8) { bytes.append(byte) }
+
+    func append(_ other: UnsafeBufferPointer<UInt8>) { bytes.append(other) }
+
+    func appendJSON(_ other: UnsafeBufferPointer<UInt8>) { bytes.append(other) }
+
+    func truncateJSON(to mark: Int) { bytes.truncate(to: mark) }
+
+    func jsonByte(at offset: Int) -> UInt8 {
+        precondition(offset >= 0 && offset < bytes.count)
+        return bytes.base[offset]
+    }
+
+    func withFastBytes<R>(_ body: (inout FastJSONBytes) throws -> R) rethrows -> R? {
+        try body(&bytes)
+    }
+
+    /// Inserts `inserted` at `offset`, moving the bytes after it.
+    func insert(_ inserted: [UInt8], at offset: Int) {
+        precondition(offset >= 0 && offset <= bytes.count)
+        bytes.reserve(inserted.count)
+        let at = bytes.base + offset
+        (at + inserted.count).update(from: at, count: bytes.count - offset)
+        inserted.withUnsafeBufferPointer { at.update(from: $0.baseAddress!, count: $0.count) }
+        bytes.advance(by: inserted.count)
+    }
+
+    /// The bytes in `range`.
+    func bytes(in range: Range<Int>) -> UnsafeBufferPointer<UInt8> {
+        precondition(range.lowerBound >= 0 && range.upperBound <= bytes.count)
+        return UnsafeBufferPointer(start: bytes.base + range.lowerBound, count: range.count)
+    }
+
+    /// All the bytes, as `Data` that keeps this buffer alive instead of copying it. Nothing may
+    /// be written to the buffer once this is taken.
+    var data: Data {
+        guard bytes.count > 0 else { return Data() }
+        return Data(bytesNoCopy: bytes.base, count: bytes.count, deallocator: .custom { _, _ in _ = self })
+    }
 }
 
 extension Array: JSONByteSink where Element == UInt8 {

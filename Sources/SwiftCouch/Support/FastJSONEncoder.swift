@@ -17,6 +17,20 @@ struct FastJSONEncoder {
 
     /// Appends the JSON text of `value` to `buffer`; on an error `buffer` is left as it was.
     func encode<T: Encodable, Sink: JSONByteSink>(_ value: T, into buffer: inout Sink) throws {
+        let written: Void? = try buffer.withFastBytes { bytes in
+            // Straight into the sink's storage: it is lent to the encoder for the value.
+            let mark = bytes.count
+            swap(&impl.bytes, &bytes)
+            defer { swap(&impl.bytes, &bytes) }
+            do {
+                try impl.encodeTopLevel(value)
+            } catch {
+                impl.reset()
+                impl.bytes.truncate(to: mark)
+                throw error
+            }
+        }
+        if written != nil { return }
         defer { impl.bytes.truncate(to: 0) }
         do {
             try impl.encodeTopLevel(value)
