@@ -68,8 +68,12 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     @exclusivity(unchecked) private var pending = BulkBatch()
     private var inFlight = 0
     private var slotWaiters: [CheckedContinuation<Void, Never>] = []
-    /// One per document added, in order (nil until known).
-    @exclusivity(unchecked) private var results: [BulkWriteResult?] = []
+    /// One per document added, in order (``notWritten`` until known): handed back by ``finish()``
+    /// as it is, with no second array.
+    @exclusivity(unchecked) private var results: [BulkWriteResult] = []
+    private static var notWritten: BulkWriteResult {
+        .failure(DocumentError(id: nil, rev: nil, error: "not_written", reason: nil))
+    }
     private var batches: [Task<Void, Never>] = []
     private var finished = false
 
@@ -92,7 +96,7 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     public func add(_ document: Document) async throws(CouchError) {
         guard !finished else { throw CouchError.validation("The BulkWriter has finished; make a new one.") }
         let index = results.count
-        results.append(nil)
+        results.append(Self.notWritten)
         // Dates are written as the client's configuration says (outside the pipeline here).
         let refusal = DateCoding.with(dateCoding) {
             Self.prepare(document, index: index, makeID: options.makeID, into: &pending)
@@ -116,9 +120,8 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         if !pending.items.isEmpty { await sendPending() }
         finished = true
         while let batch = batches.popLast() { await batch.value }
-        return results.map {
-            $0 ?? .failure(DocumentError(id: nil, rev: nil, error: "not_written", reason: nil))
-        }
+        defer { results = [] }
+        return results
     }
 
     // MARK: - Preparing documents

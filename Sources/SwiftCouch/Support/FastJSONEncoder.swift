@@ -154,8 +154,8 @@ final class FastJSONEncoderImpl: Encoder {
 
     let dateCoding: DateCoding
     @exclusivity(unchecked) var bytes = FastJSONBytes(capacity: 256)
-    @exclusivity(unchecked) var frames: [Frame] = []
-    @exclusivity(unchecked) var keys: [WrittenKey] = []
+    @exclusivity(unchecked) var frames = EncoderStack<Frame>(capacity: 8)
+    @exclusivity(unchecked) var keys = EncoderStack<WrittenKey>(capacity: 32)
     @exclusivity(unchecked) var nextID = 1
     /// The frames below this index belong to values around the one being encoded.
     @exclusivity(unchecked) var valueBase = 0
@@ -171,18 +171,18 @@ final class FastJSONEncoderImpl: Encoder {
 
     init(dateCoding: DateCoding) {
         self.dateCoding = dateCoding
-        frames.reserveCapacity(8)
-        keys.reserveCapacity(32)
         path.reserveCapacity(8)
     }
 
     deinit {
         bytes.deallocate()
+        frames.deallocate()
+        keys.deallocate()
     }
 
     func reset() {
-        frames.removeAll(keepingCapacity: true)
-        keys.removeAll(keepingCapacity: true)
+        frames.removeAll()
+        keys.removeAll()
         path.removeAll(keepingCapacity: true)
         valueBase = 0
         valueState = .empty
@@ -485,7 +485,7 @@ final class FastJSONEncoderImpl: Encoder {
         while frames.count > level {
             let frame = frames.removeLast()
             if frame.isObject {
-                keys.removeSubrange(frame.keysStart...)
+                keys.truncate(to: frame.keysStart)
                 bytes.append(UInt8(ascii: "}"))
             } else {
                 bytes.append(UInt8(ascii: "]"))
@@ -542,7 +542,9 @@ final class FastJSONEncoderImpl: Encoder {
             }
         } else {
             if frames[index].keyHashes == nil {
-                frames[index].keyHashes = Set(keys[keysStart...].map(\.hash))
+                var hashes = Set<UInt32>()
+                for position in keysStart..<keys.count { hashes.insert(keys[position].hash) }
+                frames[index].keyHashes = hashes
             }
             if !frames[index].keyHashes!.insert(hash).inserted {
                 for position in keysStart..<keys.count where keys[position].hash == hash {
@@ -1079,4 +1081,68 @@ struct TopLevelIDAndRev {
         }
         return [id, rev]
     }
+}
+
+/// The encoder's stacks (open containers, keys of open objects): an array without copy-on-write,
+/// uniqueness checks or reference counting, owned by one encoder and freed by it
+/// (``deallocate()``). Indices are checked.
+struct EncoderStack<Element> {
+    private var base: UnsafeMutablePointer<Element>
+    private(set) var count = 0
+    private var capacity: Int
+
+    init(capacity: Int) {
+        self.capacity = max(capacity, 4)
+        base = UnsafeMutablePointer<Element>.allocate(capacity: self.capacity)
+    }
+
+    /// Frees the storage (the elements first); the stack is not used again.
+    func deallocate() {
+        base.deinitialize(count: count)
+        base.deallocate()
+    }
+
+    subscript(index: Int) -> Element {
+        @inline(__always) unsafeAddress {
+            precondition(index >= 0 && index < count, "EncoderStack index out of range")
+            return UnsafePointer(base + index)
+        }
+        @inline(__always) unsafeMutableAddress {
+            precondition(index >= 0 && index < count, "EncoderStack index out of range")
+            return base + index
+        }
+    }
+
+    @inline(__always)
+    mutating func append(_ element: Element) {
+        if count == capacity { grow() }
+        (base + count).initialize(to: element)
+        count += 1
+    }
+
+    @inline(never)
+    private mutating func grow() {
+        let newBase = UnsafeMutablePointer<Element>.allocate(capacity: capacity * 2)
+        newBase.moveInitialize(from: base, count: count)
+        base.deallocate()
+        base = newBase
+        capacity *= 2
+    }
+
+    @inline(__always)
+    mutating func removeLast() -> Element {
+        precondition(count > 0, "EncoderStack is empty")
+        count -= 1
+        return (base + count).move()
+    }
+
+    /// Drops the elements from `newCount` on.
+    @inline(__always)
+    mutating func truncate(to newCount: Int) {
+        guard newCount < count else { return }
+        (base + newCount).deinitialize(count: count - newCount)
+        count = newCount
+    }
+
+    mutating func removeAll() { truncate(to: 0) }
 }
