@@ -98,10 +98,11 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         let index = results.count
         results.append(Self.notWritten)
         // Dates are written as the client's configuration says (outside the pipeline here).
-        let refusal = DateCoding.with(dateCoding) {
-            Self.prepare(document, index: index, makeID: options.makeID, into: &pending)
+        if let refusal = Self.prepare(
+            document, index: index, makeID: options.makeID, dateCoding: dateCoding, into: &pending)
+        {
+            results[index] = .failure(refusal)
         }
-        if let refusal { results[index] = .failure(refusal) }
         if pending.items.count >= options.batchSize { await sendPending() }
     }
 
@@ -129,9 +130,9 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     /// Encodes `document` at the end of `batch`'s bytes and records it in its items, giving it an
     /// `_id` when it has none; or refuses what CouchDB would refuse for the whole request (nothing
     /// is kept).
-    static func prepare(_ document: Document, index: Int, makeID: () -> String, into batch: inout BulkBatch)
-        -> DocumentError?
-    {
+    static func prepare(
+        _ document: Document, index: Int, makeID: () -> String, dateCoding: DateCoding, into batch: inout BulkBatch
+    ) -> DocumentError? {
         let body = batch.body
         let mark = body.count
         if !batch.items.isEmpty { body.append(UInt8(ascii: ",")) }
@@ -140,7 +141,7 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         do {
             // Straight into the batch's request body: no `Data` per document, and no copy.
             var sink = body
-            recorded = try JSONBody.appendDocument(document, to: &sink)
+            recorded = try JSONBody.appendDocument(document, to: &sink, dateCoding: dateCoding)
         } catch {
             body.truncateJSON(to: mark)
             let message = (error as? CouchError)?.message ?? "\(error)"
@@ -178,8 +179,8 @@ public actor BulkWriter<Document: Encodable & Sendable> {
 
     /// Why CouchDB refuses `id` in `_bulk_docs` (failing the whole request), or nil.
     static func refusal(ofID id: String) -> String? {
-        if id.isEmpty { return "Document id must not be empty" }
-        guard id.hasPrefix("_") else { return nil }
+        guard let first = id.utf8.first else { return "Document id must not be empty" }
+        guard first == UInt8(ascii: "_") else { return nil }
         for prefix in ["_design/", "_local/"] where id.hasPrefix(prefix) {
             return id.count > prefix.count ? nil : "Document id must not be empty"
         }

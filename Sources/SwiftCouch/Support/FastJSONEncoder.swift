@@ -183,7 +183,7 @@ final class FastJSONEncoderImpl: Encoder {
     func reset() {
         frames.removeAll()
         keys.removeAll()
-        path.removeAll(keepingCapacity: true)
+        if !path.isEmpty { path.removeAll(keepingCapacity: true) }
         valueBase = 0
         valueState = .empty
         failure = nil

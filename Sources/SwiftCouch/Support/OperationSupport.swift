@@ -33,13 +33,14 @@ enum JSONBody {
     /// documents encoded into one buffer, with no `Data` per document. `bytes` is left as it was
     /// when this throws.
     /// Returns the document's top-level `_id` and `_rev` strings when the encoder recorded them
-    /// (nil: read them from the bytes).
+    /// (nil: read them from the bytes). Dates are written as `dateCoding` says (by default, as the
+    /// operation being serialised says).
     @discardableResult
-    static func appendDocument<T: Encodable, Sink: JSONByteSink>(_ document: T, to bytes: inout Sink) throws
-        -> [String?]?
-    {
+    static func appendDocument<T: Encodable, Sink: JSONByteSink>(
+        _ document: T, to bytes: inout Sink, dateCoding: DateCoding = DateCoding.current
+    ) throws -> [String?]? {
         let start = bytes.count
-        let idAndRev = try FastJSON.encodeDocument(document, dateCoding: DateCoding.current, into: &bytes)
+        let idAndRev = try FastJSON.encodeDocument(document, dateCoding: dateCoding, into: &bytes)
         guard bytes.count > start, bytes.jsonByte(at: start) == UInt8(ascii: "{") else {
             bytes.truncateJSON(to: start)
             throw notAnObject(T.self)
