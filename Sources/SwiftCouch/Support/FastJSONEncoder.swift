@@ -400,6 +400,8 @@ final class FastJSONEncoderImpl: Encoder {
     /// A JSON string: `"` and `\` escaped, `\b \f \n \r \t`, other control characters as `\u00xx`
     /// (lowercase hex), `/` and everything else (DEL, non-ASCII) as is.
     func writeString(_ string: String) {
+        // Native strings lend their bytes without a copy of the string (`withUTF8` is mutating).
+        if string.utf8.withContiguousStorageIfAvailable({ writeStringBytes($0) }) != nil { return }
         var string = string
         string.withUTF8 { writeStringBytes($0) }
     }
@@ -426,8 +428,20 @@ final class FastJSONEncoderImpl: Encoder {
     /// time and escapes inline, with no copy call per run of plain bytes.
     @inline(__always)
     private func writeEscaped(_ source: UnsafePointer<UInt8>, count: Int) {
-        bytes.reserve(count &* 6)
+        bytes.reserve(max(count &* 6, 8))
         let start = bytes.base + bytes.count
+        if count < 8 {
+            // A short string (most keys and many values): its bytes in one word, padded with
+            // spaces, checked at once and stored whole (the room is reserved); only the string's
+            // own bytes are counted.
+            var word: UInt64 = 0x2020_2020_2020_2020
+            withUnsafeMutableBytes(of: &word) { $0.baseAddress!.copyMemory(from: source, byteCount: count) }
+            if FastJSONParser.isPlainOrUTF8(word) {
+                UnsafeMutableRawPointer(start).storeBytes(of: word, as: UInt64.self)
+                bytes.advance(by: count)
+                return
+            }
+        }
         var out = start
         var index = 0
         while index &+ 8 <= count {
