@@ -150,6 +150,14 @@ enum FastJSON {
     }
 }
 
+/// The generic types the fast encoder and decoder special-case, looked up once: `T.self ==
+/// [String].self` in unspecialised code asks the runtime for `Array<String>`'s metadata (a
+/// hash-table look-up) at every call, for every value that is not one of the types tested before.
+enum FastJSONSpecialTypes {
+    static let stringArray = ObjectIdentifier([String].self)
+    static let bulkWriteResults = ObjectIdentifier([BulkWriteResult].self)
+}
+
 /// Where the encoders append JSON text: a `[UInt8]`, or a `Data` that is a request body being
 /// written in place (a `_bulk_docs` batch), offsets counted from its start.
 protocol JSONByteSink {

@@ -329,9 +329,12 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
             return unsafeBitCast(try url(token: token, ref: ref, key: key), to: T.self)
         } else if T.self == Decimal.self {
             throw unsupported("Decimal")
-        } else if T.self == [String].self, let strings = stringArray(token: token) {
+        } else if ObjectIdentifier(T.self) == FastJSONSpecialTypes.stringArray, let strings = stringArray(token: token)
+        {
             return unsafeBitCast(strings, to: T.self)
-        } else if T.self == [BulkWriteResult].self, let results = bulkWriteResults(token: token) {
+        } else if ObjectIdentifier(T.self) == FastJSONSpecialTypes.bulkWriteResults,
+            let results = bulkWriteResults(token: token)
+        {
             return unsafeBitCast(results, to: T.self)
         }
         return try with(token: token, ref: ref, key: key) { try T(from: self) }

@@ -260,7 +260,7 @@ final class FastJSONEncoderImpl: Encoder {
             writeInteger(unsafeBitCast(value, to: Int64.self))
         } else if T.self == Float.self {
             try writeFloat(unsafeBitCast(value, to: Float.self))
-        } else if T.self == [String].self, frames.count < Self.maximumDepth {
+        } else if ObjectIdentifier(T.self) == FastJSONSpecialTypes.stringArray, frames.count < Self.maximumDepth {
             // Common in documents (tags, roles, names): without `Array`'s generic `encode(to:)`.
             bytes.append(UInt8(ascii: "["))
             for (index, string) in unsafeBitCast(value, to: [String].self).enumerated() {
