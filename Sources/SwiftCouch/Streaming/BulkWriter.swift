@@ -137,7 +137,7 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         let mark = body.count
         if !batch.items.isEmpty { body.append(UInt8(ascii: ",")) }
         let start = body.count
-        let recorded: [String?]?
+        let recorded: DocumentIDAndRev?
         do {
             // Straight into the batch's request body: no `Data` per document, and no copy.
             var sink = body
@@ -151,13 +151,15 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         // not tell (no second decode of the document either way).
         let meta =
             recorded
-            ?? TopLevelStrings.find(.idAndRev, in: body.bytes(in: start..<body.count))
+            ?? TopLevelStrings.find(.idAndRev, in: body.bytes(in: start..<body.count)).map {
+                DocumentIDAndRev(id: $0[0], rev: $0[1])
+            }
         guard let meta else {
             body.truncateJSON(to: mark)
             return DocumentError(id: nil, rev: nil, error: "bad_request", reason: "_id and _rev must be strings.")
         }
         let id: String
-        if let given = meta[0] {
+        if let given = meta.id {
             if let refusal = refusal(ofID: given) {
                 body.truncateJSON(to: mark)
                 return DocumentError(id: given, rev: nil, error: "illegal_docid", reason: refusal)
@@ -173,7 +175,7 @@ public actor BulkWriter<Document: Encodable & Sendable> {
             body.insert(member, at: start + 1)
         }
         batch.items.append(
-            BulkBatch.Item(index: index, id: id, parentRevision: meta[1], range: start..<body.count))
+            BulkBatch.Item(index: index, id: id, parentRevision: meta.rev, range: start..<body.count))
         return nil
     }
 

@@ -34,7 +34,7 @@ enum FastJSON {
     /// they must be read from the bytes (Foundation wrote them, or the recording cannot tell).
     static func encodeDocument<T: Encodable, Sink: JSONByteSink>(
         _ value: T, dateCoding: DateCoding, into buffer: inout Sink
-    ) throws -> [String?]? {
+    ) throws -> DocumentIDAndRev? {
         try appending(value, dateCoding: dateCoding, to: &buffer) {
             try FastJSONEncoder.encodeRecordingIDAndRev(value, dateCoding: dateCoding, into: &$0).strings
         } ?? nil

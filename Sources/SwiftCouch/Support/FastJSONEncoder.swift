@@ -1089,12 +1089,18 @@ struct TopLevelIDAndRev {
     /// the bytes; nil when the recording cannot tell (a member written as `null`, a number or an
     /// object, or through another path than a keyed container's `encode(String)`), and the bytes
     /// must be read.
-    var strings: [String?]? {
+    var strings: DocumentIDAndRev? {
         guard idKeys == 0 || (idKeys == 1 && id != nil), revKeys == 0 || (revKeys == 1 && rev != nil) else {
             return nil
         }
-        return [id, rev]
+        return DocumentIDAndRev(id: id, rev: rev)
     }
+}
+
+/// A document's top-level `_id` and `_rev` strings (nil when absent).
+struct DocumentIDAndRev {
+    var id: String?
+    var rev: String?
 }
 
 /// The encoder's stacks (open containers, keys of open objects): an array without copy-on-write,

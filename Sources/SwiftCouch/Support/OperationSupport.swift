@@ -38,7 +38,7 @@ enum JSONBody {
     @discardableResult
     static func appendDocument<T: Encodable, Sink: JSONByteSink>(
         _ document: T, to bytes: inout Sink, dateCoding: DateCoding = DateCoding.current
-    ) throws -> [String?]? {
+    ) throws -> DocumentIDAndRev? {
         let start = bytes.count
         let idAndRev = try FastJSON.encodeDocument(document, dateCoding: dateCoding, into: &bytes)
         guard bytes.count > start, bytes.jsonByte(at: start) == UInt8(ascii: "{") else {

@@ -44,7 +44,7 @@ struct RecordedIDAndRevTests {
     /// What the writer would use, and what the bytes say.
     private func both(_ document: some Encodable) throws -> (recorded: [String?]?, read: [String?]?) {
         var bytes: [UInt8] = []
-        let recorded = try JSONBody.appendDocument(document, to: &bytes)
+        let recorded = try JSONBody.appendDocument(document, to: &bytes).map { [$0.id, $0.rev] }
         let read = bytes.withUnsafeBufferPointer { TopLevelStrings.find(.idAndRev, in: $0) }
         return (recorded, read)
     }
