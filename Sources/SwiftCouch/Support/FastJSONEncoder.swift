@@ -434,10 +434,9 @@ final class FastJSONEncoderImpl: Encoder {
             // A short string (most keys and many values): its bytes in one word, padded with
             // spaces, checked at once and stored whole (the room is reserved); only the string's
             // own bytes are counted.
-            var word: UInt64 = 0x2020_2020_2020_2020
-            withUnsafeMutableBytes(of: &word) { $0.baseAddress!.copyMemory(from: source, byteCount: count) }
+            let word = Self.shortWord(source, count: count)
             if FastJSONParser.isPlainOrUTF8(word) {
-                UnsafeMutableRawPointer(start).storeBytes(of: word, as: UInt64.self)
+                UnsafeMutableRawPointer(start).storeBytes(of: word.littleEndian, as: UInt64.self)
                 bytes.advance(by: count)
                 return
             }
@@ -473,6 +472,28 @@ final class FastJSONEncoderImpl: Encoder {
             out += 2
         }
         bytes.advance(by: out - start)
+    }
+
+    /// The `count` (< 8) bytes at `source` as a word, first byte lowest, the rest spaces: read as
+    /// two overlapping loads (no call, no loop), never past the last byte.
+    @inline(__always)
+    static func shortWord(_ source: UnsafePointer<UInt8>, count: Int) -> UInt64 {
+        let raw = UnsafeRawPointer(source)
+        let word: UInt64
+        switch count {
+        case 0: return 0x2020_2020_2020_2020
+        case 1: word = UInt64(source[0])
+        case 2, 3:
+            let low = UInt64(UInt16(littleEndian: raw.loadUnaligned(as: UInt16.self)))
+            let high = UInt64(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: count - 2, as: UInt16.self)))
+            word = low | high << UInt64(8 * (count - 2))
+        default:
+            let low = UInt64(UInt32(littleEndian: raw.loadUnaligned(as: UInt32.self)))
+            let high = UInt64(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: count - 4, as: UInt32.self)))
+            word = low | high << UInt64(8 * (count - 4))
+        }
+        let used = (UInt64(1) << UInt64(8 * count)) &- 1
+        return word | (0x2020_2020_2020_2020 & ~used)
     }
 
     /// The letter after `\` for the characters JSON escapes in two bytes (`\"`, `\\`, `\b`,

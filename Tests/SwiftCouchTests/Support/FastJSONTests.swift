@@ -540,6 +540,31 @@ struct FastJSONTests {
         expectSameDecoding([UInt64].self, "[18446744073709551615,0]")
     }
 
+    @Test("Strings shorter than eight bytes (checked as one word) match Foundation's, whatever they hold where")
+    func shortStrings() throws {
+        #expect(FastJSONEncoderImpl.shortWord("abcdefg", count: 0) == 0x2020_2020_2020_2020)
+        let letters = Array("abcdefg".utf8)
+        for count in 1...7 {
+            var expected: UInt64 = 0x2020_2020_2020_2020
+            for index in 0..<count {
+                expected &= ~(UInt64(0xFF) << UInt64(8 * index))
+                expected |= UInt64(letters[index]) << UInt64(8 * index)
+            }
+            #expect(FastJSONEncoderImpl.shortWord(letters, count: count) == expected, "count \(count)")
+        }
+        for length in 1...7 {
+            for position in 0..<length {
+                for special in ["\"", "\\", "\n", "\u{01}", "\u{1F}", "\u{7F}", "/", "é", " ", "\u{0}"] {
+                    var characters = Array(repeating: "a", count: length)
+                    characters[position] = special
+                    let string = characters.joined()
+                    try expectSameEncoding(string)
+                    try expectSameEncoding(["k\(special)": string])
+                }
+            }
+        }
+    }
+
     @Test("Decimals with few digits after the point (written without a String) match Foundation's")
     func shortDecimals() throws {
         // Deterministic: the same 40,000 values each run.
