@@ -140,6 +140,11 @@ enum FastJSON {
         _ type: T.Type, from bytes: UnsafeRawBufferPointer, reusing decoder: inout FastJSONDecoder,
         fallback: JSONDecoder
     ) throws -> (value: T, fast: Bool) {
+        if ObjectIdentifier(T.self) == FastJSONSpecialTypes.bulkWriteResults,
+            let rows = BulkAnswerScanner.successes(in: bytes)
+        {
+            return (unsafeBitCast(rows, to: T.self), true)
+        }
         if let value = try? decoder.decode(type, from: bytes, range: 0..<bytes.count) { return (value, true) }
         return (try fallback.decode(type, from: Data(bytes)), false)
     }

@@ -159,6 +159,47 @@ struct FastJSONObjectReaderTests {
     }
 }
 
+@Suite("The _bulk_docs answer scanner")
+struct BulkAnswerScannerTests {
+    func scan(_ json: String) -> [BulkWriteResult]? {
+        Array(json.utf8).withUnsafeBytes { BulkAnswerScanner.successes(in: $0) }
+    }
+
+    @Test("CouchDB's answer of successes is read in one pass, as the decoder reads it")
+    func canonical() throws {
+        let rows = (0..<300).map { #"{"ok":true,"id":"doc\#($0)é/x","rev":"1-\#(String($0, radix: 16))abc"}"# }
+        let json = "[" + rows.joined(separator: ",") + "]"
+        let scanned = try #require(scan(json))
+        #expect(scanned.count == 300)
+        #expect(scanned[7] == .success(id: "doc7é/x", rev: "1-7abc"))
+        let decoded = try JSONDecoder().decode([BulkWriteResult].self, from: Data(json.utf8))
+        #expect(scanned == decoded)
+        #expect(scan("[]") == [])
+        #expect(scan(" \n[]\r\n") == [])
+        #expect(scan(" [" + rows[0] + "]\n") == [.success(id: "doc0é/x", rev: "1-0abc")])
+    }
+
+    @Test("Any other shape is left to the decoder, which reads it as before")
+    func otherShapes() throws {
+        for json in [
+            #"[{"ok":true,"id":"a","rev":"1-x"},{"id":"b","error":"conflict","reason":"Document update conflict."}]"#,
+            #"[{"ok": true,"id":"a","rev":"1-x"}]"#, #"[ {"ok":true,"id":"a","rev":"1-x"}]"#,
+            #"[{"ok":true,"id":"a\"b","rev":"1-x"}]"#, #"[{"ok":true,"id":"a\u00e9","rev":"1-x"}]"#,
+            #"[{"ok":true,"rev":"1-x","id":"a"}]"#, #"[{"ok":true,"id":"a","rev":"1-x","extra":1}]"#,
+            #"[{"ok":true,"id":"a","rev":"1-x"}"#, #"[{"ok":true,"id":"a","rev":"1-x"}]x"#,
+            #"[{"ok":true,"id":"a","rev":"1-x"},]"#, #"[{"ok":false,"id":"a","rev":"1-x"}]"#,
+            #"[{"id":"a","rev":"1-x"}]"#, #"{"ok":true,"id":"a","rev":"1-x"}"#, "", "[",
+        ] {
+            #expect(scan(json) == nil, "\(json)")
+            expectSameDecoding([BulkWriteResult].self, json, fast: nil)
+        }
+        let invalidUTF8: [UInt8] = Array(#"[{"ok":true,"id":"a"#.utf8) + [0xFF] + Array(#"","rev":"1-x"}]"#.utf8)
+        #expect(invalidUTF8.withUnsafeBytes { BulkAnswerScanner.successes(in: $0) } == nil)
+        let control: [UInt8] = Array(#"[{"ok":true,"id":"a"#.utf8) + [0x01] + Array(#"","rev":"1-x"}]"#.utf8)
+        #expect(control.withUnsafeBytes { BulkAnswerScanner.successes(in: $0) } == nil)
+    }
+}
+
 private struct Note: Decodable, Equatable {
     var text: String
     var n: Int
