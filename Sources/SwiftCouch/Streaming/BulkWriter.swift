@@ -354,7 +354,7 @@ struct BulkBatch: Sendable {
     /// An empty batch with room for `capacity` bytes of documents.
     init(reservingCapacity capacity: Int = 0) {
         body = JSONBuffer(capacity: Self.opening.utf8CodeUnitCount + capacity + 2)
-        body.append(UnsafeBufferPointer(start: Self.opening.utf8Start, count: Self.opening.utf8CodeUnitCount))
+        body.appendJSON(UnsafeBufferPointer(start: Self.opening.utf8Start, count: Self.opening.utf8CodeUnitCount))
     }
 
     /// Closes the body (`]}`): the batch is ready to send.
@@ -369,7 +369,7 @@ struct BulkBatch: Sendable {
         for var item in chosen {
             if !subset.items.isEmpty { subset.body.append(UInt8(ascii: ",")) }
             let start = subset.body.count
-            subset.body.append(body.bytes(in: item.range))
+            subset.body.appendJSON(body.bytes(in: item.range))
             item.range = start..<subset.body.count
             subset.items.append(item)
         }

@@ -202,8 +202,6 @@ final class JSONBuffer: JSONByteSink, @unchecked Sendable {
 
     func append(_ byte: UInt8) { bytes.append(byte) }
 
-    func append(_ other: UnsafeBufferPointer<UInt8>) { bytes.append(other) }
-
     func appendJSON(_ other: UnsafeBufferPointer<UInt8>) { bytes.append(other) }
 
     func truncateJSON(to mark: Int) { bytes.truncate(to: mark) }

@@ -19,38 +19,34 @@ struct FastJSONEncoder {
     func encode<T: Encodable, Sink: JSONByteSink>(_ value: T, into buffer: inout Sink) throws {
         let written: Void? = try buffer.withFastBytes { bytes in
             // Straight into the sink's storage: it is lent to the encoder for the value.
-            let mark = bytes.count
             swap(&impl.bytes, &bytes)
             defer { swap(&impl.bytes, &bytes) }
-            do {
-                try impl.encodeTopLevel(value)
-            } catch {
-                impl.reset()
-                impl.bytes.truncate(to: mark)
-                throw error
-            }
+            try encodeInPlace(value)
         }
         if written != nil { return }
         defer { impl.bytes.truncate(to: 0) }
-        do {
-            try impl.encodeTopLevel(value)
-        } catch {
-            impl.reset()
-            throw error
-        }
+        try encodeInPlace(value)
         buffer.appendJSON(impl.bytes.buffer)
     }
 
     /// The JSON text of `value`.
     func encode<T: Encodable>(_ value: T) throws -> Data {
         defer { impl.bytes.truncate(to: 0) }
+        try encodeInPlace(value)
+        return Data(buffer: impl.bytes.buffer)
+    }
+
+    /// Appends `value` to the encoder's bytes; on an error the encoder is reset and its bytes are
+    /// as they were.
+    private func encodeInPlace<T: Encodable>(_ value: T) throws {
+        let mark = impl.bytes.count
         do {
             try impl.encodeTopLevel(value)
         } catch {
             impl.reset()
+            impl.bytes.truncate(to: mark)
             throw error
         }
-        return Data(buffer: impl.bytes.buffer)
     }
 
     private init(impl: FastJSONEncoderImpl) { self.impl = impl }
@@ -347,12 +343,12 @@ final class FastJSONEncoderImpl: Encoder {
         let magnitude = value.magnitude
         guard magnitude >= 1e-4, magnitude < 1e15 else { return false }
         for digits in 1...6 {
-            let scaled = (magnitude * Self.powersOfTen[digits]).rounded()
+            let scale = Self.powersOfTen[digits]
+            let scaled = (magnitude * scale).rounded()
             guard scaled < 0x1p50 else { return false }
-            guard scaled / Self.powersOfTen[digits] == magnitude else { continue }
-            var fraction = UInt64(scaled)
-            let whole = fraction / UInt64(Self.powersOfTen[digits])
-            fraction -= whole * UInt64(Self.powersOfTen[digits])
+            guard scaled / scale == magnitude else { continue }
+            let (whole, remainder) = UInt64(scaled).quotientAndRemainder(dividingBy: UInt64(scale))
+            var fraction = remainder
             if value < 0 { bytes.append(UInt8(ascii: "-")) }
             writeInteger(whole)
             bytes.reserve(digits + 1)

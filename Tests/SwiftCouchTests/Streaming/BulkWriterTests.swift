@@ -144,6 +144,30 @@ struct BulkWriterTests {
         #expect(results.allSatisfy { $0.error?.error == "timeout" })
     }
 
+    @Test("A batch whose answer was lost is sent again, byte for byte, and its documents are written")
+    func lostAnswerResendsTheSameBody() async throws {
+        let calls = Counter()
+        let transport = SimulatedTransport(responder: { request in
+            if calls.increment() == 1 { return .failure(URLError(.networkConnectionLost)) }
+            let rows = BulkWriterTests.docs(in: request).map {
+                #"{"ok":true,"id":"\#($0["_id"]?.stringValue ?? "?")","rev":"1-a"}"#
+            }
+            return .json(201, "[\(rows.joined(separator: ","))]")
+        })
+        let client = Simulation.client(transport: transport)
+        let writer = BulkWriter<Loose>(client: client, database: "db", options: Self.fastOptions(batchSize: 50))
+        for index in 0..<50 { try await writer.add(Loose(_id: "d\(index)", v: index)) }
+        try await writer.add(Loose(v: 50))  // no _id: given one, the same in both sends
+        let results = try await writer.finish()
+        // The full batch twice, and the last document's batch (sent while the first waits to resend).
+        #expect(transport.requests.count == 3)
+        let full = transport.requests.filter { BulkWriterTests.docs(in: $0.request).count == 50 }.map(\.body)
+        #expect(full.count == 2)
+        #expect(full.first! != nil && full.first! == full.last!)
+        #expect(results.count == 51)
+        #expect(results.allSatisfy { $0.rev == "1-a" })
+    }
+
     /// A row answered `timeout` was in fact written; its resend meets a conflict with itself.
     @Test(
         "A conflict on a resent row is a success when the stored revision is the one the lost write made",
