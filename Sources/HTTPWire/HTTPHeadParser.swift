@@ -13,19 +13,7 @@ public enum HTTPHeadParser {
     public static func parseRequestHead<C: Collection>(_ bytes: C, limits: HTTPParserLimits = HTTPParserLimits()) throws
         -> HTTPRequestHead where C.Element == UInt8
     {
-        let lines = try splitLines(Array(bytes), limits: limits)
-        guard let first = lines.first else { throw HTTPWireError.invalidStartLine("") }
-        let parts = first.split(separator: space, omittingEmptySubsequences: false)
-        guard parts.count == 3 else { throw HTTPWireError.invalidStartLine(text(first)) }
-        let method = parts[0]
-        let target = parts[1]
-        guard !method.isEmpty, method.allSatisfy(isTokenByte) else { throw HTTPWireError.invalidStartLine(text(first)) }
-        guard !target.isEmpty, target.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
-            throw HTTPWireError.invalidStartLine(text(first))
-        }
-        let version = try parseVersion(parts[2], line: first)
-        let headers = try parseFields(lines.dropFirst(), limits: limits)
-        return HTTPRequestHead(method: text(method), target: text(target), version: version, headers: headers)
+        try withBytes(bytes) { try parseRequestHead(buffer: $0, limits: limits) }
     }
 
     /// Parses a response head. `bytes` holds the whole head, with or without the final empty line.
@@ -33,86 +21,186 @@ public enum HTTPHeadParser {
         throws
         -> HTTPResponseHead where C.Element == UInt8
     {
-        let lines = try splitLines(Array(bytes), limits: limits)
-        guard let first = lines.first else { throw HTTPWireError.invalidStartLine("") }
-        let parts = first.split(separator: space, maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count >= 2 else { throw HTTPWireError.invalidStartLine(text(first)) }
-        let version = try parseVersion(parts[0], line: first)
-        let code = parts[1]
-        guard code.count == 3, code.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let status = Int(text(code)),
-            status >= 100
-        else { throw HTTPWireError.invalidStartLine(text(first)) }
-        let reason = parts.count > 2 ? text(parts[2]) : ""
-        guard !reason.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" }) else {
-            throw HTTPWireError.invalidStartLine(text(first))
-        }
-        let headers = try parseFields(lines.dropFirst(), limits: limits)
-        return HTTPResponseHead(version: version, status: status, reason: reason, headers: headers)
+        try withBytes(bytes) { try parseResponseHead(buffer: $0, limits: limits) }
     }
 
     /// Parses header (or trailer) field lines, without a start line.
     public static func parseFieldLines<C: Collection>(_ bytes: C, limits: HTTPParserLimits = HTTPParserLimits()) throws
         -> HTTPHeaders where C.Element == UInt8
     {
-        try parseFields(try splitLines(Array(bytes), limits: limits)[...], limits: limits)
+        try withBytes(bytes) { buffer in
+            var lines = try LineReader(buffer, limits: limits)
+            return try parseFields(&lines, limits: limits)
+        }
     }
 
     // MARK: - Pieces
 
-    /// Splits at LF, dropping a CR before it; stops at the first empty line. A CR anywhere else is an error.
-    static func splitLines(_ bytes: [UInt8], limits: HTTPParserLimits) throws -> [ArraySlice<UInt8>] {
-        guard bytes.count <= limits.maxHeadSize else { throw HTTPWireError.headTooLarge(limit: limits.maxHeadSize) }
-        var lines: [ArraySlice<UInt8>] = []
-        var start = 0
-        var i = 0
-        while i <= bytes.count {
-            if i == bytes.count || bytes[i] == lf {
-                var end = i
-                if end > start, bytes[end - 1] == cr { end -= 1 }
-                let line = bytes[start..<end]
-                if line.isEmpty { break }
-                if line.contains(cr) { throw HTTPWireError.invalidHeader(text(line)) }
-                lines.append(line)
-                start = i + 1
-            }
-            i += 1
-        }
-        return lines
+    /// The bytes as one buffer: in place when the collection is contiguous (an array or a slice of
+    /// one, as the decoders pass), copied once otherwise.
+    static func withBytes<C: Collection, T>(_ bytes: C, _ body: (UnsafeBufferPointer<UInt8>) throws -> T) throws -> T
+    where C.Element == UInt8 {
+        if let result = try bytes.withContiguousStorageIfAvailable(body) { return result }
+        return try Array(bytes).withUnsafeBufferPointer(body)
     }
 
-    static func parseVersion(_ bytes: ArraySlice<UInt8>, line: ArraySlice<UInt8>) throws -> HTTPVersion {
-        let v = bytes.startIndex
-        guard bytes.count == 8, bytes.starts(with: "HTTP/".utf8), bytes[v + 6] == UInt8(ascii: "."),
-            (0x30...0x39).contains(bytes[v + 5]), (0x30...0x39).contains(bytes[v + 7])
-        else { throw HTTPWireError.invalidStartLine(text(line)) }
-        let version = HTTPVersion(major: Int(bytes[v + 5] - 0x30), minor: Int(bytes[v + 7] - 0x30))
+    /// The lines of a head, read in one pass without copying: each ends at LF, with a CR before it
+    /// dropped, and the head ends at the first empty line (or at the end of the bytes). A CR
+    /// anywhere else is an error.
+    struct LineReader {
+        let bytes: UnsafeBufferPointer<UInt8>
+        private var position = 0
+
+        init(_ bytes: UnsafeBufferPointer<UInt8>, limits: HTTPParserLimits) throws {
+            guard bytes.count <= limits.maxHeadSize else {
+                throw HTTPWireError.headTooLarge(limit: limits.maxHeadSize)
+            }
+            self.bytes = bytes
+        }
+
+        /// The next line's bounds, or nil at the empty line that ends the head (or the end).
+        mutating func next() throws -> Range<Int>? {
+            let start = position
+            guard start < bytes.count else { return nil }
+            var i = start
+            var sawCR = false
+            while i < bytes.count, bytes[i] != lf {
+                if bytes[i] == cr { sawCR = true }
+                i += 1
+            }
+            position = i + 1
+            var end = i
+            if end > start, bytes[end - 1] == cr { end -= 1 }
+            if end == start {
+                position = bytes.count
+                return nil
+            }
+            if sawCR, UnsafeBufferPointer(rebasing: bytes[start..<end]).contains(cr) {
+                throw HTTPWireError.invalidHeader(text(bytes, start..<end))
+            }
+            return start..<end
+        }
+
+        /// The first space in `range` at or after its start, or nil.
+        func firstSpace(in range: Range<Int>) -> Int? {
+            var i = range.lowerBound
+            while i < range.upperBound {
+                if bytes[i] == space { return i }
+                i += 1
+            }
+            return nil
+        }
+
+        func allSatisfy(_ range: Range<Int>, _ test: (UInt8) -> Bool) -> Bool {
+            for i in range where !test(bytes[i]) { return false }
+            return true
+        }
+    }
+
+    static func parseRequestHead(buffer: UnsafeBufferPointer<UInt8>, limits: HTTPParserLimits) throws
+        -> HTTPRequestHead
+    {
+        var lines = try LineReader(buffer, limits: limits)
+        guard let first = try lines.next() else { throw HTTPWireError.invalidStartLine("") }
+        // Exactly three parts, split at single spaces.
+        guard let afterMethod = lines.firstSpace(in: first),
+            let afterTarget = lines.firstSpace(in: (afterMethod + 1)..<first.upperBound),
+            lines.firstSpace(in: (afterTarget + 1)..<first.upperBound) == nil
+        else { throw HTTPWireError.invalidStartLine(text(buffer, first)) }
+        let method = first.lowerBound..<afterMethod
+        let target = (afterMethod + 1)..<afterTarget
+        guard !method.isEmpty, lines.allSatisfy(method, isTokenByte) else {
+            throw HTTPWireError.invalidStartLine(text(buffer, first))
+        }
+        guard !target.isEmpty, lines.allSatisfy(target, { $0 > 0x20 && $0 < 0x7F }) else {
+            throw HTTPWireError.invalidStartLine(text(buffer, first))
+        }
+        let version = try parseVersion(buffer, (afterTarget + 1)..<first.upperBound, line: first)
+        let headers = try parseFields(&lines, limits: limits)
+        return HTTPRequestHead(
+            method: text(buffer, method), target: text(buffer, target), version: version, headers: headers)
+    }
+
+    static func parseResponseHead(buffer: UnsafeBufferPointer<UInt8>, limits: HTTPParserLimits) throws
+        -> HTTPResponseHead
+    {
+        var lines = try LineReader(buffer, limits: limits)
+        guard let first = try lines.next() else { throw HTTPWireError.invalidStartLine("") }
+        // The version, the code, and the rest (the reason, which may hold spaces) when present.
+        guard let afterVersion = lines.firstSpace(in: first) else {
+            throw HTTPWireError.invalidStartLine(text(buffer, first))
+        }
+        let version = try parseVersion(buffer, first.lowerBound..<afterVersion, line: first)
+        let afterCode = lines.firstSpace(in: (afterVersion + 1)..<first.upperBound)
+        let code = (afterVersion + 1)..<(afterCode ?? first.upperBound)
+        guard code.count == 3, lines.allSatisfy(code, { $0 >= 0x30 && $0 <= 0x39 }) else {
+            throw HTTPWireError.invalidStartLine(text(buffer, first))
+        }
+        let status = code.reduce(0) { $0 * 10 + Int(buffer[$1] - 0x30) }
+        guard status >= 100 else { throw HTTPWireError.invalidStartLine(text(buffer, first)) }
+        let reasonBytes = afterCode.map { ($0 + 1)..<first.upperBound } ?? first.upperBound..<first.upperBound
+        // No control characters but tab (bytes of 0x80 and above are text, in either reading).
+        guard lines.allSatisfy(reasonBytes, { $0 >= 0x20 || $0 == tab }) else {
+            throw HTTPWireError.invalidStartLine(text(buffer, first))
+        }
+        let headers = try parseFields(&lines, limits: limits)
+        return HTTPResponseHead(
+            version: version, status: status, reason: text(buffer, reasonBytes), headers: headers)
+    }
+
+    static func parseVersion(_ buffer: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, line: Range<Int>) throws
+        -> HTTPVersion
+    {
+        let v = range.lowerBound
+        guard range.count == 8, buffer[v] == UInt8(ascii: "H"), buffer[v + 1] == UInt8(ascii: "T"),
+            buffer[v + 2] == UInt8(ascii: "T"), buffer[v + 3] == UInt8(ascii: "P"),
+            buffer[v + 4] == UInt8(ascii: "/"), buffer[v + 6] == UInt8(ascii: "."),
+            (0x30...0x39).contains(buffer[v + 5]), (0x30...0x39).contains(buffer[v + 7])
+        else { throw HTTPWireError.invalidStartLine(text(buffer, line)) }
+        let version = HTTPVersion(major: Int(buffer[v + 5] - 0x30), minor: Int(buffer[v + 7] - 0x30))
         guard version.major == 1 else { throw HTTPWireError.unsupportedVersion(version.description) }
         return version
     }
 
-    static func parseFields(_ lines: ArraySlice<ArraySlice<UInt8>>, limits: HTTPParserLimits) throws -> HTTPHeaders {
-        var fields: [(String, String)] = []
-        for line in lines {
-            if line.first == space || line.first == tab {
+    /// The field lines left in `lines`, in order; an obsolete folded line continues the previous
+    /// field's value.
+    static func parseFields(_ lines: inout LineReader, limits: HTTPParserLimits) throws -> HTTPHeaders {
+        let buffer = lines.bytes
+        var fields: [HTTPHeaders.Pair] = []
+        fields.reserveCapacity(12)
+        while let line = try lines.next() {
+            if buffer[line.lowerBound] == space || buffer[line.lowerBound] == tab {
                 // obs-fold: continues the previous field's value.
-                guard let last = fields.popLast() else { throw HTTPWireError.invalidHeader(text(line)) }
-                let more = text(line).trimmingHTTPWhitespace()
-                fields.append((last.0, more.isEmpty ? last.1 : (last.1.isEmpty ? more : last.1 + " " + more)))
+                guard let last = fields.popLast() else { throw HTTPWireError.invalidHeader(text(buffer, line)) }
+                let more = text(buffer, trimmed(buffer, line))
+                let value = more.isEmpty ? last.value : (last.value.isEmpty ? more : last.value + " " + more)
+                fields.append(HTTPHeaders.Pair(name: last.name, value: value))
                 continue
             }
-            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else {
-                throw HTTPWireError.invalidHeader(text(line))
+            var colon = line.lowerBound
+            while colon < line.upperBound, buffer[colon] != UInt8(ascii: ":") { colon += 1 }
+            guard colon < line.upperBound else { throw HTTPWireError.invalidHeader(text(buffer, line)) }
+            let name = line.lowerBound..<colon
+            guard !name.isEmpty, lines.allSatisfy(name, isTokenByte) else {
+                throw HTTPWireError.invalidHeader(text(buffer, line))
             }
-            let name = line[line.startIndex..<colon]
-            guard !name.isEmpty, name.allSatisfy(isTokenByte) else { throw HTTPWireError.invalidHeader(text(line)) }
-            let value = line[(colon + 1)...]
-            guard !value.contains(where: { $0 == 0 || $0 == 0x7F }) else {
-                throw HTTPWireError.invalidHeader(text(line))
+            let value = (colon + 1)..<line.upperBound
+            guard lines.allSatisfy(value, { $0 != 0 && $0 != 0x7F }) else {
+                throw HTTPWireError.invalidHeader(text(buffer, line))
             }
-            fields.append((text(name), text(value.trimmingHTTPWhitespaceBytes())))
+            fields.append(HTTPHeaders.Pair(name: text(buffer, name), value: text(buffer, trimmed(buffer, value))))
             if fields.count > limits.maxHeaderCount { throw HTTPWireError.tooManyHeaders(limit: limits.maxHeaderCount) }
         }
-        return HTTPHeaders(fields)
+        return HTTPHeaders(pairs: fields)
+    }
+
+    /// `range` without leading and trailing SP and HTAB octets (RFC 9110's OWS).
+    static func trimmed(_ buffer: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Range<Int> {
+        var start = range.lowerBound
+        var end = range.upperBound
+        while start < end, buffer[start] == space || buffer[start] == tab { start += 1 }
+        while start < end, buffer[end - 1] == space || buffer[end - 1] == tab { end -= 1 }
+        return start..<end
     }
 
     static func isTokenByte(_ b: UInt8) -> Bool {
@@ -129,8 +217,14 @@ public enum HTTPHeadParser {
         }
     }
 
-    /// Bytes as text: UTF-8 when valid, otherwise ISO-8859-1 (each byte one character).
+    /// Bytes as text (see the other `text`).
     static func text(_ bytes: ArraySlice<UInt8>) -> String {
+        bytes.withUnsafeBufferPointer { text($0, 0..<$0.count) }
+    }
+
+    /// Bytes as text: UTF-8 when valid, otherwise ISO-8859-1 (each byte one character).
+    static func text(_ buffer: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> String {
+        let bytes = UnsafeBufferPointer(rebasing: buffer[range])
         // Nearly every head is ASCII, which is valid UTF-8: no validating pass of its own.
         if bytes.allSatisfy({ $0 < 0x80 }) { return String(decoding: bytes, as: UTF8.self) }
         if let s = String(validating: bytes, as: UTF8.self) { return s }

@@ -27,6 +27,8 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence, ExpressibleByDictionary
         pairs = fields.map { Pair(name: $0.0, value: $0.1) }
     }
 
+    init(pairs: [Pair]) { self.pairs = pairs }
+
     public init(dictionaryLiteral elements: (String, String)...) {
         self.init(elements)
     }
@@ -48,8 +50,11 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence, ExpressibleByDictionary
                 return
             }
             pairs[index].value = newValue
-            pairs = pairs.enumerated().filter { $0.offset <= index || !$0.element.name.caseInsensitiveEquals(name) }
-                .map(\.element)
+            // Later copies go; the usual case, a single field, changes in place.
+            let rest = (index + 1)..<pairs.endIndex
+            if pairs[rest].contains(where: { $0.name.caseInsensitiveEquals(name) }) {
+                pairs.replaceSubrange(rest, with: pairs[rest].filter { !$0.name.caseInsensitiveEquals(name) })
+            }
         }
     }
 
@@ -59,6 +64,9 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence, ExpressibleByDictionary
     }
 
     public func contains(_ name: String) -> Bool { self[name] != nil }
+
+    /// Makes room for `count` fields, so that adding up to that many allocates nothing more.
+    public mutating func reserveCapacity(_ count: Int) { pairs.reserveCapacity(count) }
 
     /// Appends a field, keeping any earlier ones with the same name.
     public mutating func add(_ name: String, _ value: String) {

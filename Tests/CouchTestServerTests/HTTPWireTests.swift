@@ -336,6 +336,84 @@ struct HTTPWireTests {
         #expect(HTTPResponseHead.standardReason(for: 429) == "Too Many Requests")
     }
 
+    /// Heads at the edges of the grammar, each with what the parser must make of it: the start
+    /// line's parts, line endings, folding, white space, and every error it reports.
+    fileprivate static let responseHeadEdges: [(wire: String, expected: Result<String, HTTPWireError>)] = [
+        ("HTTP/1.1 200 OK\r\nA: 1\r\n\r\n", .success("200 OK|A=1")),
+        ("HTTP/1.1 200\r\n\r\n", .success("200 |")),
+        ("HTTP/1.1 200 \r\n\r\n", .success("200 |")),
+        ("HTTP/1.0 404 Object Not Found\nA: 1\n", .success("404 Object Not Found|A=1")),
+        ("HTTP/1.1 200 OK\r\nA: 1", .success("200 OK|A=1")),
+        ("HTTP/1.1 200 a\tb  c\r\n\r\n", .success("200 a\tb  c|")),
+        ("HTTP/1.1 200 OK\r\nA: 1\r\n  folded \r\n\tmore\r\nB:\r\n\r\n", .success("200 OK|A=1 folded more,B=")),
+        ("HTTP/1.1 200 OK\r\nB:\r\n \r\n x\r\n\r\n", .success("200 OK|B=x")),
+        ("HTTP/1.1 200 OK\r\nX:\t v w \t\r\nx: 2\r\n\r\nNot: read", .success("200 OK|X=v w,x=2")),
+        ("HTTP/1.1 200 OK\r\n\r\n", .success("200 OK|")),
+        ("HTTP/1.1 200 O\rK\r\n\r\n", .failure(.invalidHeader("HTTP/1.1 200 O\rK"))),
+        ("HTTP/1.1 200 OK\r\nA: \r1\r\n\r\n", .failure(.invalidHeader("A: \r1"))),
+        ("HTTP/1.1 200 O\u{1}K\r\n\r\n", .failure(.invalidStartLine("HTTP/1.1 200 O\u{1}K"))),
+        ("HTTP/1.1 099 Low\r\n\r\n", .failure(.invalidStartLine("HTTP/1.1 099 Low"))),
+        ("HTTP/1.1 2000 OK\r\n\r\n", .failure(.invalidStartLine("HTTP/1.1 2000 OK"))),
+        ("HTTP/1.1  200 OK\r\n\r\n", .failure(.invalidStartLine("HTTP/1.1  200 OK"))),
+        ("HTTP/1.1\r\n\r\n", .failure(.invalidStartLine("HTTP/1.1"))),
+        ("HTTP/2.0 200 OK\r\n\r\n", .failure(.unsupportedVersion("HTTP/2.0"))),
+        ("HTTPS1.1 200 OK\r\n\r\n", .failure(.invalidStartLine("HTTPS1.1 200 OK"))),
+        ("\r\nHTTP/1.1 200 OK\r\n\r\n", .failure(.invalidStartLine(""))),
+        ("HTTP/1.1 200 OK\r\n folded first\r\n\r\n", .failure(.invalidHeader(" folded first"))),
+        ("HTTP/1.1 200 OK\r\nNo-Colon\r\n\r\n", .failure(.invalidHeader("No-Colon"))),
+        ("HTTP/1.1 200 OK\r\nBad Name: x\r\n\r\n", .failure(.invalidHeader("Bad Name: x"))),
+        ("HTTP/1.1 200 OK\r\n: x\r\n\r\n", .failure(.invalidHeader(": x"))),
+        ("HTTP/1.1 200 OK\r\nX: a\u{0}b\r\n\r\n", .failure(.invalidHeader("X: a\u{0}b"))),
+        ("HTTP/1.1 200 OK\r\nX: a\u{7F}b\r\n\r\n", .failure(.invalidHeader("X: a\u{7F}b"))),
+    ]
+
+    @Test func responseHeadEdges() {
+        for (wire, expected) in Self.responseHeadEdges {
+            let parsed = Result { () throws(HTTPWireError) -> String in
+                do {
+                    let head = try HTTPHeadParser.parseResponseHead(bytes(wire))
+                    return "\(head.status) \(head.reason)|"
+                        + head.headers.fields.map { "\($0.name)=\($0.value)" }.joined(separator: ",")
+                } catch let error as HTTPWireError {
+                    throw error
+                } catch {
+                    throw .invalidStartLine("unexpected \(error)")
+                }
+            }
+            #expect(parsed == expected, "\(wire.debugDescription)")
+        }
+    }
+
+    @Test func requestLineEdges() throws {
+        let head = try HTTPHeadParser.parseRequestHead(bytes("DELETE /db/a%2Fb?rev=1-x HTTP/1.1\r\nA: 1\r\n\r\n"))
+        #expect(head.method == "DELETE" && head.target == "/db/a%2Fb?rev=1-x" && head.headers["a"] == "1")
+        for line in [
+            "GET  / HTTP/1.1", "GET / HTTP/1.1 extra", "GET /a b HTTP/1.1", " GET / HTTP/1.1", "GET / ",
+            "G(T / HTTP/1.1", "GET /\u{7F} HTTP/1.1", "GET / HTTP/1.1 ", "GET",
+        ] {
+            #expect(throws: HTTPWireError.invalidStartLine(line), "\(line.debugDescription)") {
+                _ = try HTTPHeadParser.parseRequestHead(bytes(line + "\r\n\r\n"))
+            }
+        }
+        #expect(throws: HTTPWireError.unsupportedVersion("HTTP/0.9")) {
+            _ = try HTTPHeadParser.parseRequestHead(bytes("GET / HTTP/0.9\r\n\r\n"))
+        }
+        // A head handed over as a non-contiguous collection is read the same.
+        let lazy = bytes("GET /x HTTP/1.1\r\nB: 2\r\n\r\n").lazy.map { $0 }
+        #expect(try HTTPHeadParser.parseRequestHead(lazy).headers["b"] == "2")
+    }
+
+    @Test func settingAFieldReplacesEveryCopyInThePlaceOfTheFirst() {
+        var headers: HTTPHeaders = ["A": "1", "b": "2", "a": "3", "C": "4", "A": "5"]
+        headers["a"] = "x"
+        #expect(headers.fields.map { "\($0.name)=\($0.value)" } == ["A=x", "b=2", "C=4"])
+        headers["C"] = "y"
+        headers["D"] = "z"
+        #expect(headers.fields.map { "\($0.name)=\($0.value)" } == ["A=x", "b=2", "C=y", "D=z"])
+        headers["B"] = nil
+        #expect(headers.fields.map { "\($0.name)=\($0.value)" } == ["A=x", "C=y", "D=z"])
+    }
+
     @Test func nonUTF8HeaderValuesAreReadAsLatin1() throws {
         var wire = bytes("GET / HTTP/1.1\r\nX-Name: caf")
         wire.append(0xE9)

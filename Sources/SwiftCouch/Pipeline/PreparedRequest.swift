@@ -42,6 +42,9 @@ struct PreparedRequest: Sendable {
         let streamedBody = body == nil ? operation.streamedBody : nil
         let contentType = operation.contentType
         var headers = operation.headers
+        // Room for what this and the session add (Accept, Content-Type, Content-Encoding,
+        // Authorization or Cookie, User-Agent, the caller's), without regrowing per field.
+        headers.reserveCapacity(headers.count + options.headers.count + 6)
         for field in options.headers { headers[field.name] = field.value }
         if headers["Accept"] == nil { headers["Accept"] = "application/json" }
         if let contentType, body != nil || streamedBody != nil { headers["Content-Type"] = contentType }

@@ -182,38 +182,42 @@ enum ClientSocket {
     static func sendAll(
         _ fd: Int32, _ pieces: [UnsafeRawBufferPointer], nonBlocking: Bool = false, progress: (Int) -> Void
     ) -> Int32? {
-        var vectors = pieces.filter { $0.count > 0 }.map {
-            iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count)
-        }
-        let flags = nonBlocking ? sendFlags | Int32(MSG_DONTWAIT) : sendFlags
-        var index = 0
-        while index < vectors.count {
-            let written = vectors.withUnsafeMutableBufferPointer { buffer -> Int in
+        // The vectors live on the stack: no array is made per write.
+        withUnsafeTemporaryAllocation(of: iovec.self, capacity: max(pieces.count, 1)) { vectors in
+            var count = 0
+            for piece in pieces where piece.count > 0 {
+                vectors[count] = iovec(
+                    iov_base: UnsafeMutableRawPointer(mutating: piece.baseAddress), iov_len: piece.count)
+                count += 1
+            }
+            let flags = nonBlocking ? sendFlags | Int32(MSG_DONTWAIT) : sendFlags
+            var index = 0
+            while index < count {
                 var message = msghdr()
-                message.msg_iov = buffer.baseAddress! + index
-                message.msg_iovlen = .init(buffer.count - index)
-                return sendmsg(fd, &message, flags)
-            }
-            if written < 0 {
-                let code = errno
-                if code == EINTR { continue }
-                return code
-            }
-            progress(written)
-            var remaining = written
-            while remaining > 0, index < vectors.count {
-                let length = vectors[index].iov_len
-                if remaining >= length {
-                    remaining -= length
-                    index += 1
-                } else {
-                    vectors[index].iov_base = vectors[index].iov_base! + remaining
-                    vectors[index].iov_len = length - remaining
-                    remaining = 0
+                message.msg_iov = vectors.baseAddress! + index
+                message.msg_iovlen = .init(count - index)
+                let written = sendmsg(fd, &message, flags)
+                if written < 0 {
+                    let code = errno
+                    if code == EINTR { continue }
+                    return code
+                }
+                progress(written)
+                var remaining = written
+                while remaining > 0, index < count {
+                    let length = vectors[index].iov_len
+                    if remaining >= length {
+                        remaining -= length
+                        index += 1
+                    } else {
+                        vectors[index].iov_base = vectors[index].iov_base! + remaining
+                        vectors[index].iov_len = length - remaining
+                        remaining = 0
+                    }
                 }
             }
+            return nil
         }
-        return nil
     }
 
     /// Waits until `fd` (when not negative) is readable, `bell` rings, or `deadline` passes. True
