@@ -71,9 +71,8 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     /// One per document added, in order (``notWritten`` until known): handed back by ``finish()``
     /// as it is, with no second array.
     @exclusivity(unchecked) private var results: [BulkWriteResult] = []
-    private static var notWritten: BulkWriteResult {
-        .failure(DocumentError(id: nil, rev: nil, error: "not_written", reason: nil))
-    }
+    private let notWritten = BulkWriteResult.failure(
+        DocumentError(id: nil, rev: nil, error: "not_written", reason: nil))
     private var batches: [Task<Void, Never>] = []
     private var finished = false
 
@@ -96,7 +95,7 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     public func add(_ document: Document) async throws(CouchError) {
         guard !finished else { throw CouchError.validation("The BulkWriter has finished; make a new one.") }
         let index = results.count
-        results.append(Self.notWritten)
+        results.append(notWritten)
         // Dates are written as the client's configuration says (outside the pipeline here).
         if let refusal = Self.prepare(
             document, index: index, makeID: options.makeID, dateCoding: dateCoding, into: &pending)

@@ -47,15 +47,19 @@ enum BulkAnswerScanner {
         mutating func string() -> String? {
             guard take(UInt8(ascii: "\"")) else { return nil }
             let start = at
+            var bits: UInt8 = 0
             while at < end {
                 let byte = base[at]
                 if byte == UInt8(ascii: "\"") {
-                    let text = String(
-                        validating: UnsafeBufferPointer(start: base + start, count: at - start), as: UTF8.self)
+                    let bytes = UnsafeBufferPointer(start: base + start, count: at - start)
                     at += 1
-                    return text
+                    // ASCII (ids and revisions nearly always are) is valid UTF-8 as it is; anything
+                    // else is validated, and invalid UTF-8 leaves the answer to the decoder.
+                    return bits < 0x80
+                        ? String(decoding: bytes, as: UTF8.self) : String(validating: bytes, as: UTF8.self)
                 }
                 if byte < 0x20 || byte == UInt8(ascii: "\\") { return nil }
+                bits |= byte
                 at += 1
             }
             return nil
