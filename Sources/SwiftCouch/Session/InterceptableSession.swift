@@ -33,7 +33,7 @@ public final class InterceptableSession: @unchecked Sendable {
     /// While ``enterQueue(_:)`` runs work on the caller's thread: what must not hold the queue
     /// (completions, hand-offs to the transport) is collected here (queue-owned) and run on that
     /// thread after the work has left the queue.
-    var deferredWork: [() -> Void] = []
+    var deferredWork = DeferredSteps()
     var deferringWork = false
     let transcript: TranscriptLogger?
     var sessionState = AuthSessionState()
@@ -125,14 +125,14 @@ public final class InterceptableSession: @unchecked Sendable {
             queue.async(execute: work)
             return
         }
-        let ready = queue.sync { () -> [() -> Void] in
+        let ready = queue.sync { () -> DeferredSteps in
             deferringWork = true
             work()
             deferringWork = false
-            defer { deferredWork = [] }
+            defer { deferredWork = DeferredSteps() }
             return deferredWork
         }
-        for step in ready { step() }
+        ready.run()
     }
 
     /// Runs `step` — which touches no session state — at once on the session queue, or, inside
@@ -140,7 +140,7 @@ public final class InterceptableSession: @unchecked Sendable {
     func outsideQueue(_ step: @escaping () -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
         if deferringWork {
-            deferredWork.append(step)
+            deferredWork.add(step)
         } else {
             step()
         }
@@ -272,5 +272,21 @@ public final class InterceptableSession: @unchecked Sendable {
     public func shutdown() {
         for handle in registry.shutDown() { handle.cancel(shutDown: true) }
         transport.shutdown()
+    }
+}
+
+/// The steps ``InterceptableSession/enterQueue(_:)`` runs after leaving the queue, in order: the
+/// first (nearly always the only one) held apart, so the usual case makes no array.
+struct DeferredSteps {
+    private var first: (() -> Void)?
+    private var more: [() -> Void] = []
+
+    mutating func add(_ step: @escaping () -> Void) {
+        if first == nil { first = step } else { more.append(step) }
+    }
+
+    func run() {
+        first?()
+        for step in more { step() }
     }
 }

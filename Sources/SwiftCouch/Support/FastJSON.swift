@@ -105,17 +105,20 @@ enum FastJSON {
     static func decode<T: Decodable>(
         _ type: T.Type, from bytes: UnsafeRawBufferPointer, dateCoding: DateCoding
     ) throws -> T {
-        var decoder = FastJSONDecoder(dateCoding: dateCoding)
-        return try decode(type, from: bytes, reusing: &decoder, fallback: foundationDecoder(for: dateCoding)).value
+        let fallback = foundationDecoder(for: dateCoding)
+        return try FastJSONDecoder.withThreadDecoder(dateCoding: dateCoding) {
+            try decode(type, from: bytes, reusing: &$0, fallback: fallback).value
+        }
     }
 
     /// ``decode(_:from:dateCoding:)``, saying whether the fast path produced the value (for tests).
     static func decodeReportingPath<T: Decodable>(
         _ type: T.Type, from data: Data, dateCoding: DateCoding
     ) throws -> (value: T, fast: Bool) {
-        var decoder = FastJSONDecoder(dateCoding: dateCoding)
         let fallback = foundationDecoder(for: dateCoding)
-        return try data.withUnsafeBytes { try decode(type, from: $0, reusing: &decoder, fallback: fallback) }
+        return try FastJSONDecoder.withThreadDecoder(dateCoding: dateCoding) { decoder in
+            try data.withUnsafeBytes { try decode(type, from: $0, reusing: &decoder, fallback: fallback) }
+        }
     }
 
     /// One value of `type` from each of `ranges` of `bytes` (rows of a streamed response), decoded with one

@@ -19,6 +19,48 @@ struct FastJSONDecoder {
         impl = FastJSONDecoderImpl(dateCoding: dateCoding)
     }
 
+    private init(impl: FastJSONDecoderImpl) {
+        self.impl = impl
+    }
+
+    /// Each thread keeps the decoder its last one-off decode used (a decoder is an object, its index
+    /// and its path: a response's decode would otherwise make them anew); released when the thread
+    /// ends.
+    private static let cache = ThreadSlot(holdingObjects: ())
+
+    /// Largest index kept between decodes (a large answer's index is let go with its decoder).
+    private static let keptTokens = 4096
+
+    /// Runs `body` with this thread's decoder for `dateCoding`. The decoder is taken out of the
+    /// thread's slot while in use, so a decode inside `init(from:)` gets one of its own.
+    static func withThreadDecoder<R>(dateCoding: DateCoding, _ body: (inout FastJSONDecoder) throws -> R) rethrows
+        -> R
+    {
+        var inUse: FastJSONDecoder
+        if let raw = UnsafeMutableRawPointer(bitPattern: cache.value) {
+            cache.value = 0
+            // The slot's reference moves into the decoder: it must be the only one (see
+            // `withOwnImpl`), so no other variable holds the impl.
+            let cached = Unmanaged<FastJSONDecoderImpl>.fromOpaque(raw)
+            if cached.takeUnretainedValue().dateCoding == dateCoding {
+                inUse = FastJSONDecoder(impl: cached.takeRetainedValue())
+            } else {
+                cached.release()
+                inUse = FastJSONDecoder(dateCoding: dateCoding)
+            }
+        } else {
+            inUse = FastJSONDecoder(dateCoding: dateCoding)
+        }
+        defer {
+            // Kept only when nothing else holds it (`withOwnImpl` swaps out one a value kept) and
+            // its index is small.
+            if isKnownUniquelyReferenced(&inUse.impl), inUse.impl.tokens.capacity <= keptTokens, cache.value == 0 {
+                cache.value = Int(bitPattern: Unmanaged.passRetained(inUse.impl).toOpaque())
+            }
+        }
+        return try body(&inUse)
+    }
+
     /// The value of `type` in `bytes[range]`, reusing this decoder's index and buffers.
     mutating func decode<T: Decodable>(_ type: T.Type, from bytes: UnsafeRawBufferPointer, range: Range<Int>) throws
         -> T
@@ -66,8 +108,7 @@ struct FastJSONDecoder {
     static func decode<T: Decodable>(_ type: T.Type, from bytes: UnsafeRawBufferPointer, dateCoding: DateCoding)
         throws -> T
     {
-        var decoder = FastJSONDecoder(dateCoding: dateCoding)
-        return try decoder.decode(type, from: bytes, range: 0..<bytes.count)
+        try withThreadDecoder(dateCoding: dateCoding) { try $0.decode(type, from: bytes, range: 0..<bytes.count) }
     }
 
     /// The value of `type` in `data`.

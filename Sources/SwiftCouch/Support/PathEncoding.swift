@@ -63,7 +63,9 @@ public struct CouchPath: Sendable, Hashable, CustomStringConvertible {
 
     /// The path of a document: `/{db}/{id}`, with `_design/` and `_local/` kept as a prefix segment.
     public static func document(_ database: String, _ id: String) -> CouchPath {
-        CouchPath(segments: [database] + documentSegments(id))
+        // An id without a leading underscore is one segment: one array, made once.
+        guard id.utf8.first == UInt8(ascii: "_") else { return CouchPath(segments: [database, id]) }
+        return CouchPath(segments: [database] + documentSegments(id))
     }
 
     /// The segments of a document id: `["_design", "name"]`, `["_local", "name"]` or `[id]`.
@@ -81,7 +83,14 @@ public struct CouchPath: Sendable, Hashable, CustomStringConvertible {
 
     /// The percent-encoded path, starting with `/`.
     public var encoded: String {
-        "/" + segments.map(PercentEncoding.encode).joined(separator: "/")
+        guard !segments.isEmpty else { return "/" }
+        var path = ""
+        path.reserveCapacity(segments.reduce(0) { $0 + $1.utf8.count + 1 } + 8)
+        for segment in segments {
+            path += "/"
+            path += PercentEncoding.encode(segment)
+        }
+        return path
     }
 
     public var description: String { encoded }

@@ -163,6 +163,22 @@ private final class Cat: Animal {
     }
 }
 
+/// Keeps its decoder's container past `init(from:)` and reads it later (after other decodes).
+private final class KeptContainer: Decodable, @unchecked Sendable {
+    enum CodingKeys: String, CodingKey { case name, inner }
+    let container: KeyedDecodingContainer<CodingKeys>
+    /// A decode of its own from inside `init(from:)`, on the same thread.
+    let inner: Int
+
+    init(from decoder: any Decoder) throws {
+        container = try decoder.container(keyedBy: CodingKeys.self)
+        let text = try container.decode(String.self, forKey: .inner)
+        inner = try FastJSON.decode(Int.self, from: Data(text.utf8), dateCoding: .iso8601)
+    }
+
+    func name() throws -> String { try container.decode(String.self, forKey: .name) }
+}
+
 /// Hand-written nested containers, in order.
 private struct Manual: Codable, Equatable {
     var a: Int
@@ -538,6 +554,33 @@ struct FastJSONTests {
         try expectSameEncoding(UInt16.max)
         expectSameDecoding([Int64].self, "[-9223372036854775808,9223372036854775807,0,-0]")
         expectSameDecoding([UInt64].self, "[18446744073709551615,0]")
+    }
+
+    @Test("The decoder a thread keeps between decodes: a kept container, a nested decode, other types after")
+    func threadKeptDecoder() throws {
+        let kept = try FastJSON.decodeReportingPath(
+            KeptContainer.self, from: Data(#"{"name":"first","inner":"42"}"#.utf8), dateCoding: .iso8601)
+        #expect(kept.fast)
+        #expect(kept.value.inner == 42)
+        // Decodes after it, of other shapes and sizes, reuse the thread's decoder...
+        for n in 0..<50 {
+            let json = "[" + (0...n).map { #"{"value":\#($0)}"# }.joined(separator: ",") + "]"
+            let values = try FastJSON.decode([ExplicitNull].self, from: Data(json.utf8), dateCoding: .iso8601)
+            #expect(values.map(\.value) == (0...n).map { Optional($0) })
+            #expect(try FastJSON.decode(String.self, from: Data(#""s\#(n)""#.utf8), dateCoding: .iso8601) == "s\(n)")
+        }
+        // ...and never the bytes the kept container reads.
+        #expect(try kept.value.name() == "first")
+        // A failed decode leaves nothing behind for the next one.
+        #expect(throws: DecodingError.self) {
+            _ = try FastJSON.decode(ExplicitNull.self, from: Data(#"{"value":"x"}"#.utf8), dateCoding: .iso8601)
+        }
+        let seven = try FastJSON.decode(ExplicitNull.self, from: Data(#"{"value":7}"#.utf8), dateCoding: .iso8601)
+        #expect(seven.value == 7)
+        // Another date coding gets a decoder of its own.
+        let date = try FastJSON.decode(
+            Date.self, from: Data("1000".utf8), dateCoding: .secondsSince1970)
+        #expect(date == Date(timeIntervalSince1970: 1000))
     }
 
     @Test("Strings shorter than eight bytes (checked as one word) match Foundation's, whatever they hold where")
