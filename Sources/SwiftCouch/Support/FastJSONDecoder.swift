@@ -31,6 +31,12 @@ struct FastJSONDecoder {
     /// Largest index kept between decodes (a large answer's index is let go with its decoder).
     private static let keptTokens = 4096
 
+    /// The index capacity of the decoder this thread keeps, if it keeps one (for tests).
+    static var threadKeptIndexCapacity: Int? {
+        guard let raw = UnsafeMutableRawPointer(bitPattern: cache.value) else { return nil }
+        return Unmanaged<FastJSONDecoderImpl>.fromOpaque(raw).takeUnretainedValue().tokens.capacity
+    }
+
     /// Runs `body` with this thread's decoder for `dateCoding`. The decoder is taken out of the
     /// thread's slot while in use, so a decode inside `init(from:)` gets one of its own.
     static func withThreadDecoder<R>(dateCoding: DateCoding, _ body: (inout FastJSONDecoder) throws -> R) rethrows
@@ -53,7 +59,8 @@ struct FastJSONDecoder {
         }
         defer {
             // Kept only when nothing else holds it (`withOwnImpl` swaps out one a value kept) and
-            // its index is small.
+            // its index is small: the parser reserves an index in proportion to the input, so the
+            // decoder of a large answer (and of any long string it unescaped) is let go.
             if isKnownUniquelyReferenced(&inUse.impl), inUse.impl.tokens.capacity <= keptTokens, cache.value == 0 {
                 cache.value = Int(bitPattern: Unmanaged.passRetained(inUse.impl).toOpaque())
             }

@@ -577,6 +577,19 @@ struct FastJSONTests {
         }
         let seven = try FastJSON.decode(ExplicitNull.self, from: Data(#"{"value":7}"#.utf8), dateCoding: .iso8601)
         #expect(seven.value == 7)
+        // A decoder left with large buffers is not kept: a long escaped string, then many tokens.
+        // A decoder left with a large index is not kept: many tokens, or a long string (whose
+        // unescaped copy it would keep too); a small decode after them is.
+        let many = "[" + Array(repeating: "1", count: 10_000).joined(separator: ",") + "]"
+        #expect(try FastJSON.decode([Int].self, from: Data(many.utf8), dateCoding: .iso8601).count == 10_000)
+        #expect(FastJSONDecoder.threadKeptIndexCapacity == nil)
+        let long = String(repeating: #"a\n"#, count: 100_000)
+        let decodedLong = try FastJSON.decodeReportingPath(
+            [String: String].self, from: Data(#"{"k":"\#(long)"}"#.utf8), dateCoding: .iso8601)
+        #expect(decodedLong.fast && decodedLong.value["k"]?.count == 200_000)
+        #expect(FastJSONDecoder.threadKeptIndexCapacity == nil)
+        #expect(try FastJSON.decode(Int.self, from: Data("5".utf8), dateCoding: .iso8601) == 5)
+        #expect((FastJSONDecoder.threadKeptIndexCapacity ?? .max) <= 4096)
         // Another date coding gets a decoder of its own.
         let date = try FastJSON.decode(
             Date.self, from: Data("1000".utf8), dateCoding: .secondsSince1970)
