@@ -75,25 +75,10 @@ public enum HTTPHeadParser {
                 position = bytes.count
                 return nil
             }
-            if sawCR, UnsafeBufferPointer(rebasing: bytes[start..<end]).contains(cr) {
+            if sawCR, bytes[start..<end].contains(cr) {
                 throw HTTPWireError.invalidHeader(text(bytes, start..<end))
             }
             return start..<end
-        }
-
-        /// The first space in `range` at or after its start, or nil.
-        func firstSpace(in range: Range<Int>) -> Int? {
-            var i = range.lowerBound
-            while i < range.upperBound {
-                if bytes[i] == space { return i }
-                i += 1
-            }
-            return nil
-        }
-
-        func allSatisfy(_ range: Range<Int>, _ test: (UInt8) -> Bool) -> Bool {
-            for i in range where !test(bytes[i]) { return false }
-            return true
         }
     }
 
@@ -103,16 +88,16 @@ public enum HTTPHeadParser {
         var lines = try LineReader(buffer, limits: limits)
         guard let first = try lines.next() else { throw HTTPWireError.invalidStartLine("") }
         // Exactly three parts, split at single spaces.
-        guard let afterMethod = lines.firstSpace(in: first),
-            let afterTarget = lines.firstSpace(in: (afterMethod + 1)..<first.upperBound),
-            lines.firstSpace(in: (afterTarget + 1)..<first.upperBound) == nil
+        guard let afterMethod = buffer[first].firstIndex(of: space),
+            let afterTarget = buffer[(afterMethod + 1)..<first.upperBound].firstIndex(of: space),
+            !buffer[(afterTarget + 1)..<first.upperBound].contains(space)
         else { throw HTTPWireError.invalidStartLine(text(buffer, first)) }
         let method = first.lowerBound..<afterMethod
         let target = (afterMethod + 1)..<afterTarget
-        guard !method.isEmpty, lines.allSatisfy(method, isTokenByte) else {
+        guard !method.isEmpty, buffer[method].allSatisfy(isTokenByte) else {
             throw HTTPWireError.invalidStartLine(text(buffer, first))
         }
-        guard !target.isEmpty, lines.allSatisfy(target, { $0 > 0x20 && $0 < 0x7F }) else {
+        guard !target.isEmpty, buffer[target].allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
             throw HTTPWireError.invalidStartLine(text(buffer, first))
         }
         let version = try parseVersion(buffer, (afterTarget + 1)..<first.upperBound, line: first)
@@ -127,20 +112,20 @@ public enum HTTPHeadParser {
         var lines = try LineReader(buffer, limits: limits)
         guard let first = try lines.next() else { throw HTTPWireError.invalidStartLine("") }
         // The version, the code, and the rest (the reason, which may hold spaces) when present.
-        guard let afterVersion = lines.firstSpace(in: first) else {
+        guard let afterVersion = buffer[first].firstIndex(of: space) else {
             throw HTTPWireError.invalidStartLine(text(buffer, first))
         }
         let version = try parseVersion(buffer, first.lowerBound..<afterVersion, line: first)
-        let afterCode = lines.firstSpace(in: (afterVersion + 1)..<first.upperBound)
+        let afterCode = buffer[(afterVersion + 1)..<first.upperBound].firstIndex(of: space)
         let code = (afterVersion + 1)..<(afterCode ?? first.upperBound)
-        guard code.count == 3, lines.allSatisfy(code, { $0 >= 0x30 && $0 <= 0x39 }) else {
+        guard code.count == 3, buffer[code].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
             throw HTTPWireError.invalidStartLine(text(buffer, first))
         }
         let status = code.reduce(0) { $0 * 10 + Int(buffer[$1] - 0x30) }
         guard status >= 100 else { throw HTTPWireError.invalidStartLine(text(buffer, first)) }
         let reasonBytes = afterCode.map { ($0 + 1)..<first.upperBound } ?? first.upperBound..<first.upperBound
         // No control characters but tab (bytes of 0x80 and above are text, in either reading).
-        guard lines.allSatisfy(reasonBytes, { $0 >= 0x20 || $0 == tab }) else {
+        guard buffer[reasonBytes].allSatisfy({ $0 >= 0x20 || $0 == tab }) else {
             throw HTTPWireError.invalidStartLine(text(buffer, first))
         }
         let headers = try parseFields(&lines, limits: limits)
@@ -172,35 +157,32 @@ public enum HTTPHeadParser {
             if buffer[line.lowerBound] == space || buffer[line.lowerBound] == tab {
                 // obs-fold: continues the previous field's value.
                 guard let last = fields.popLast() else { throw HTTPWireError.invalidHeader(text(buffer, line)) }
-                let more = text(buffer, trimmed(buffer, line))
+                let more = text(buffer, trimmed(buffer[line]))
                 let value = more.isEmpty ? last.value : (last.value.isEmpty ? more : last.value + " " + more)
                 fields.append(HTTPHeaders.Pair(name: last.name, value: value))
                 continue
             }
-            var colon = line.lowerBound
-            while colon < line.upperBound, buffer[colon] != UInt8(ascii: ":") { colon += 1 }
-            guard colon < line.upperBound else { throw HTTPWireError.invalidHeader(text(buffer, line)) }
+            guard let colon = buffer[line].firstIndex(of: UInt8(ascii: ":")) else {
+                throw HTTPWireError.invalidHeader(text(buffer, line))
+            }
             let name = line.lowerBound..<colon
-            guard !name.isEmpty, lines.allSatisfy(name, isTokenByte) else {
+            guard !name.isEmpty, buffer[name].allSatisfy(isTokenByte) else {
                 throw HTTPWireError.invalidHeader(text(buffer, line))
             }
             let value = (colon + 1)..<line.upperBound
-            guard lines.allSatisfy(value, { $0 != 0 && $0 != 0x7F }) else {
+            guard !buffer[value].contains(where: { $0 == 0 || $0 == 0x7F }) else {
                 throw HTTPWireError.invalidHeader(text(buffer, line))
             }
-            fields.append(HTTPHeaders.Pair(name: text(buffer, name), value: text(buffer, trimmed(buffer, value))))
+            fields.append(HTTPHeaders.Pair(name: text(buffer, name), value: text(buffer, trimmed(buffer[value]))))
             if fields.count > limits.maxHeaderCount { throw HTTPWireError.tooManyHeaders(limit: limits.maxHeaderCount) }
         }
         return HTTPHeaders(pairs: fields)
     }
 
-    /// `range` without leading and trailing SP and HTAB octets (RFC 9110's OWS).
-    static func trimmed(_ buffer: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Range<Int> {
-        var start = range.lowerBound
-        var end = range.upperBound
-        while start < end, buffer[start] == space || buffer[start] == tab { start += 1 }
-        while start < end, buffer[end - 1] == space || buffer[end - 1] == tab { end -= 1 }
-        return start..<end
+    /// The bounds of `bytes` without leading and trailing SP and HTAB (RFC 9110's OWS).
+    static func trimmed(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> Range<Int> {
+        let kept = bytes.trimmingHTTPWhitespaceBytes()
+        return kept.startIndex..<kept.endIndex
     }
 
     static func isTokenByte(_ b: UInt8) -> Bool {

@@ -111,7 +111,10 @@ let skipBaseline = arguments.contains("--no-baseline")
 
 let workloads = Workload.all(sizes: sizes)
 let exactlyNamed = workloads.contains { $0.name == only }
-for workload in workloads where only.map({ exactlyNamed ? workload.name == $0 : workload.name.contains($0) }) ?? true {
+func isSelected(_ workload: Workload) -> Bool {
+    only.map { exactlyNamed ? workload.name == $0 : workload.name.contains($0) } ?? true
+}
+for workload in workloads where isSelected(workload) {
     for _ in 0..<sizes.repeats {
         // The library runs first, so its peak memory is not inflated by what the baseline left behind.
         for (transportName, makeTransport) in transports
@@ -142,7 +145,7 @@ for workload in workloads where only.map({ exactlyNamed ? workload.name == $0 : 
 }
 // Databases one row leaves for the next (the bulk row's, for the reads) are deleted even when
 // `--only` skipped the row that would have: the server is left as it was found.
-for workload in workloads { await workload.cleanUp(plain) }
+for workload in workloads where !isSelected(workload) { await workload.cleanUp(plain) }
 
 print(report.table())
 print("")
