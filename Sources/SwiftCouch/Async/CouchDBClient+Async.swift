@@ -3,7 +3,8 @@ import Foundation
 extension CouchDBClient {
     /// Runs `operation` through the pipeline and returns its response.
     ///
-    /// The same ``CouchOperationTask`` as on the client's queue, started directly: at most
+    /// The same pipeline as a ``CouchOperationTask`` on the client's queue, run directly (without
+    /// the `Foundation.Operation`, whose key-value notifications nothing observes here): at most
     /// ``Configuration/maximumConcurrentOperations`` async calls run at once (the others wait their
     /// turn, in order, without a thread), and a call whose turn has come is prepared and sent from
     /// the calling thread, with no hand-off to a queue's thread.
@@ -17,7 +18,7 @@ extension CouchDBClient {
     public func execute<Op: CouchOperation>(_ operation: Op, options: CallOptions = CallOptions())
         async throws(CouchError) -> CouchResponse<Op.Response>
     {
-        let box = Locked<CouchOperationTask<Op>?>(nil)
+        let box = Locked<PipelineRun<Op>?>(nil)
         let slots = asyncSlots
         let claim = SlotClaim()
         let result = await withTaskCancellationHandler {
@@ -25,7 +26,7 @@ extension CouchDBClient {
                 (continuation: CheckedContinuation<Result<CouchResponse<Op.Response>, CouchError>, Never>) in
                 // No callback queue: the continuation is resumed where the task completes, and
                 // hops to this task's executor from there.
-                let task = makeTask(
+                let task = makeRun(
                     building: { operation }, callbackQueue: nil, options: options,
                     completion: { result in
                         if claim.finish() { slots.release() }

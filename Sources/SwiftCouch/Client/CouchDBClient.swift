@@ -82,6 +82,17 @@ public final class CouchDBClient: Sendable {
         makeTask(building: builder, callbackQueue: callbackQueue, options: options, completion: completion)
     }
 
+    /// The one place pipeline runs without a `Foundation.Operation` are made (the async API,
+    /// ``executeAndWait(_:)``).
+    func makeRun<Op: CouchOperation>(
+        building builder: @escaping @Sendable () throws -> Op, callbackQueue: DispatchQueue?,
+        options: CallOptions = CallOptions(), completion: @escaping PipelineRun<Op>.Completion
+    ) -> PipelineRun<Op> {
+        PipelineRun(
+            makeOperation: builder, session: session, callbackQueue: callbackQueue, options: options,
+            completion: completion)
+    }
+
     /// The one place tasks are made.
     func makeTask<Op: CouchOperation>(
         building builder: @escaping @Sendable () throws -> Op, callbackQueue: DispatchQueue?,
@@ -122,7 +133,7 @@ public final class CouchDBClient: Sendable {
     public func executeAndWait<Op: CouchOperation>(_ operation: Op) -> Result<CouchResponse<Op.Response>, CouchError> {
         let box = Locked<Result<CouchResponse<Op.Response>, CouchError>?>(nil)
         let done = DispatchSemaphore(value: 0)
-        let task = makeTask(
+        let task = makeRun(
             building: { operation }, callbackQueue: nil,
             completion: { result in
                 box.withLock { $0 = result }

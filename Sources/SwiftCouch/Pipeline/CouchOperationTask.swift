@@ -12,10 +12,75 @@ import Foundation
 /// on the client's callback queue, and the task is marked finished after it returns, so
 /// dependent tasks see everything it did.
 public final class CouchOperationTask<Operation: CouchOperation>: Foundation.Operation, @unchecked Sendable {
-    // @unchecked Sendable: mutable state lives in `state` (a `Locked`); the rest is immutable.
+    // @unchecked Sendable: its state lives in `pipeline` (behind a lock); the rest is immutable.
 
     /// What the completion handler receives.
     public typealias Completion = @Sendable (Result<CouchResponse<Operation.Response>, CouchError>) -> Void
+
+    /// The pipeline this task drives (the async API drives the same one without a task).
+    private let pipeline: PipelineRun<Operation>
+
+    init(
+        makeOperation: @escaping @Sendable () throws -> Operation, session: InterceptableSession,
+        callbackQueue: DispatchQueue?, options: CallOptions = CallOptions(), completion: @escaping Completion
+    ) {
+        self.pipeline = PipelineRun(
+            makeOperation: makeOperation, session: session, callbackQueue: callbackQueue, options: options,
+            completion: completion)
+        super.init()
+        pipeline.phaseObserver = self
+    }
+
+    /// The result, once the operation has completed (set before the completion handler runs).
+    public var result: Result<CouchResponse<Operation.Response>, CouchError>? { pipeline.result }
+
+    public override var isAsynchronous: Bool { true }
+    public override var isExecuting: Bool { pipeline.phase == .executing }
+    public override var isFinished: Bool { pipeline.phase == .finished }
+
+    public override func start() {
+        pipeline.start()
+    }
+
+    public override func cancel() {
+        super.cancel()
+        pipeline.cancel()
+    }
+}
+
+extension CouchOperationTask: PipelinePhaseObserver {
+    func pipelineStartedExecuting() {
+        willChangeValue(forKey: "isExecuting")
+        didChangeValue(forKey: "isExecuting")
+    }
+
+    func pipelineFinished(wasExecuting: Bool) {
+        willChangeValue(forKey: "isFinished")
+        if wasExecuting { willChangeValue(forKey: "isExecuting") }
+        if wasExecuting { didChangeValue(forKey: "isExecuting") }
+        didChangeValue(forKey: "isFinished")
+    }
+}
+
+/// What a ``PipelineRun`` tells the `Foundation.Operation` driving it, so that the operation posts
+/// its KVO changes (an `OperationQueue` watches them) after each change of phase.
+protocol PipelinePhaseObserver: AnyObject, Sendable {
+    /// The run moved from pending to executing.
+    func pipelineStartedExecuting()
+    /// The run moved to finished, after its completion handler returned.
+    func pipelineFinished(wasExecuting: Bool)
+}
+
+/// One operation driven through the pipeline, exactly once: validate, serialise, the request's
+/// parts, the session, processResponse, the completion handler. ``CouchOperationTask`` (a
+/// `Foundation.Operation`, for `OperationQueue`s) and the async API both run their operations
+/// through it; the async API without the `Foundation.Operation` and its key-value notifications,
+/// which nothing observes there.
+///
+/// `@unchecked Sendable`: mutable state lives in `state` (a `Locked`); `phaseObserver` is set once,
+/// before the run can start; the rest is immutable.
+final class PipelineRun<Operation: CouchOperation>: @unchecked Sendable {
+    typealias Completion = @Sendable (Result<CouchResponse<Operation.Response>, CouchError>) -> Void
 
     private struct State {
         var lifecycle = OperationLifecycle()
@@ -26,49 +91,43 @@ public final class CouchOperationTask<Operation: CouchOperation>: Foundation.Ope
     private let state = Locked(State())
     private let makeOperation: @Sendable () throws -> Operation
     private let session: InterceptableSession
-    /// Where the completion handler runs; nil: on the thread that completes the task (the async
+    /// Where the completion handler runs; nil: on the thread that completes the run (the async
     /// API, whose continuation hops to the caller's executor anyway — one thread hand-off fewer).
     private let callbackQueue: DispatchQueue?
     private let completion: Completion
     private let options: CallOptions
+    /// The `Foundation.Operation` to tell of phase changes (none for the async API).
+    weak var phaseObserver: (any PipelinePhaseObserver)?
 
     init(
         makeOperation: @escaping @Sendable () throws -> Operation, session: InterceptableSession,
-        callbackQueue: DispatchQueue?, options: CallOptions = CallOptions(), completion: @escaping Completion
+        callbackQueue: DispatchQueue?, options: CallOptions, completion: @escaping Completion
     ) {
         self.makeOperation = makeOperation
         self.options = options
         self.session = session
         self.callbackQueue = callbackQueue
         self.completion = completion
-        super.init()
     }
 
-    /// The result, once the operation has completed (set before the completion handler runs).
-    public var result: Result<CouchResponse<Operation.Response>, CouchError>? { state.current.result }
+    var result: Result<CouchResponse<Operation.Response>, CouchError>? { state.current.result }
+    var phase: OperationLifecycle.Phase { state.current.lifecycle.phase }
 
-    public override var isAsynchronous: Bool { true }
-    public override var isExecuting: Bool { state.current.lifecycle.phase == .executing }
-    public override var isFinished: Bool { state.current.lifecycle.phase == .finished }
-
-    public override func start() {
+    func start() {
         let action = state.withLock { $0.lifecycle.start() }
         switch action {
         case .ignore:
             return
         case .finishCancelled:
-            willChangeValue(forKey: "isExecuting")
-            didChangeValue(forKey: "isExecuting")
+            phaseObserver?.pipelineStartedExecuting()
             complete(.failure(.cancelled()))
         case .run:
-            willChangeValue(forKey: "isExecuting")
-            didChangeValue(forKey: "isExecuting")
+            phaseObserver?.pipelineStartedExecuting()
             run()
         }
     }
 
-    public override func cancel() {
-        super.cancel()
+    func cancel() {
         let (report, handle) = state.withLock { ($0.lifecycle.cancel(), $0.handle) }
         handle?.cancel()
         if report {
@@ -139,10 +198,7 @@ public final class CouchOperationTask<Operation: CouchOperation>: Foundation.Ope
         deliver(result) { [self] in
             let (wasExecuting, changed) = state.withLock { $0.lifecycle.finish() }
             guard changed else { return }
-            willChangeValue(forKey: "isFinished")
-            if wasExecuting { willChangeValue(forKey: "isExecuting") }
-            if wasExecuting { didChangeValue(forKey: "isExecuting") }
-            didChangeValue(forKey: "isFinished")
+            phaseObserver?.pipelineFinished(wasExecuting: wasExecuting)
         }
     }
 

@@ -51,6 +51,22 @@ struct PipelineTests {
         #expect(request?.body == Data(#"{"x":1}"#.utf8))
     }
 
+    @Test("the async API drives the same order, without a Foundation.Operation")
+    func callOrderAsync() async throws {
+        let log = EventLog<String>()
+        let transport = SimulatedTransport(responses: [.json(201, #"{"ok":true}"#)])
+        let client = Simulation.client(transport: transport)
+        let response = try await client.execute(RecordingOperation(log: log))
+        log.append("returned")
+        #expect(response.value == OKResponse(ok: true))
+        #expect(
+            log.all == [
+                "validate", "serialise", "endpoint", "parameters", "method", "data", "contentType",
+                "processResponse", "returned",
+            ])
+        #expect(transport.requests.first?.path == "/db/doc")
+    }
+
     @Test("completion exactly once on success")
     func success() throws {
         let results = runCounting(
