@@ -125,12 +125,13 @@ public final class InterceptableSession: @unchecked Sendable {
             queue.async(execute: work)
             return
         }
-        let ready = queue.sync { () -> DeferredSteps in
+        // `sync` without a result: the generic one boxes its result (one allocation more a call).
+        var ready = DeferredSteps()
+        queue.sync {
             deferringWork = true
             work()
             deferringWork = false
-            defer { deferredWork = DeferredSteps() }
-            return deferredWork
+            swap(&ready, &deferredWork)
         }
         ready.run()
     }

@@ -142,18 +142,20 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
     /// later one re-reads the state, so the transport never stays paused after the last call was
     /// a resume (which would stall the stream for good).
     private func applyPause() {
-        applying.lock()
-        defer { applying.unlock() }
-        let (paused, inFlight, tracked) = state.withLock { ($0.paused, $0.inFlight, $0.tracked) }
-        let task = inFlight as? any StreamingTask
-        if paused { task?.pause() } else { task?.resume() }
-        guard paused, inFlight != nil else { return }
-        state.withLock { state in
-            // Still the same transfer, still to be paused: the pause has reached it.
-            if state.paused, state.tracked == tracked { state.pauseReachedTransfer = true }
+        Self.applying.withLock { _ in
+            let (paused, inFlight, tracked) = state.withLock { ($0.paused, $0.inFlight, $0.tracked) }
+            let task = inFlight as? any StreamingTask
+            if paused { task?.pause() } else { task?.resume() }
+            guard paused, inFlight != nil else { return }
+            state.withLock { state in
+                // Still the same transfer, still to be paused: the pause has reached it.
+                if state.paused, state.tracked == tracked { state.pauseReachedTransfer = true }
+            }
         }
     }
-    private let applying = NSLock()
+    /// One lock for every handle's ``applyPause()``: pauses and resumes are rare next to requests,
+    /// which then make no lock of their own (an `NSLock` cost two allocations per request).
+    private static let applying = Locked(())
 
     /// Called by a stream's relay after each chunk: while the consumer has paused the transfer
     /// but the pause has not reached the transport's task yet (the transport started delivering
