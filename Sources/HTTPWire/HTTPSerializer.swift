@@ -63,9 +63,11 @@ public enum HTTPSerializer {
     /// Appends `name: value` and its CRLF to `out` (CR, LF and NUL become spaces).
     public static func appendField(name: String, value: String, to out: inout [UInt8]) {
         appendSanitized(name, to: &out)
-        out += [0x3A, 0x20]
+        out.append(0x3A)
+        out.append(0x20)
         appendSanitized(value, to: &out)
-        out += [0x0D, 0x0A]
+        out.append(0x0D)
+        out.append(0x0A)
     }
 
     /// Appends every field, then the empty line that ends a head or a trailer.
@@ -77,12 +79,21 @@ public enum HTTPSerializer {
     /// Appends `s`'s bytes, a CR, LF or NUL written as a space (byte by byte: "\r\n" is one
     /// `Character` but two bytes, and each becomes a space).
     private static func appendSanitized(_ s: String, to out: inout [UInt8]) {
-        if s.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) {
-            out += s.utf8.map { $0 == 0x0D || $0 == 0x0A || $0 == 0 ? 0x20 : $0 }
-        } else {
-            out += s.utf8
+        // A native string's bytes are copied at once and checked in place (every request head
+        // goes through here, field by field); a bridged one is read through its view.
+        let copied: Void? = s.utf8.withContiguousStorageIfAvailable { bytes in
+            let start = out.endIndex
+            out.append(contentsOf: bytes)
+            guard bytes.contains(where: isForbiddenInHead) else { return }
+            for index in start..<out.endIndex where isForbiddenInHead(out[index]) { out[index] = 0x20 }
         }
+        if copied != nil { return }
+        out += s.utf8.map { isForbiddenInHead($0) ? 0x20 : $0 }
     }
+
+    /// CR, LF and NUL: bytes that would end a line of the head (or confuse a peer) inside a value.
+    @inline(__always)
+    private static func isForbiddenInHead(_ byte: UInt8) -> Bool { byte == 0x0D || byte == 0x0A || byte == 0 }
 }
 
 extension HTTPRequestHead {

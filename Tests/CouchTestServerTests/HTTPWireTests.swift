@@ -109,6 +109,18 @@ struct HTTPWireTests {
         DecodedMessage(head: "GET / HTTP/1.0 X-Folded=first second|Accept=a|Accept=b", body: Data(), trailers: []),
     ]
 
+    @Test("a field's CR, LF and NUL become spaces; every other byte is written as it is")
+    func fieldsAreSanitized() {
+        var out: [UInt8] = Array("GET / HTTP/1.1\r\n".utf8)
+        HTTPSerializer.appendField(name: "X-A", value: "plain café ☕", to: &out)
+        HTTPSerializer.appendField(name: "X-B\r\n", value: "one\r\nInjected: yes\u{0}two", to: &out)
+        HTTPSerializer.appendField(name: "X-C", value: String(repeating: "v", count: 300) + "\n", to: &out)
+        #expect(
+            String(decoding: out, as: UTF8.self)
+                == "GET / HTTP/1.1\r\nX-A: plain café ☕\r\nX-B  : one  Injected: yes two\r\nX-C: "
+                + String(repeating: "v", count: 300) + " \r\n")
+    }
+
     @Test func pipelinedRequestsSplitAnywhere() throws {
         for pieces in splits(Self.pipelinedRequests) {
             let decoded = try decodeRequests(pieces)

@@ -163,9 +163,12 @@ final class PipelineRun<Operation: CouchOperation>: @unchecked Sendable {
         // 4. the session; 5. processResponse
         let ready = operation
         let dateCoding = session.configuration.dateCoding
+        // The run is held strongly until the session completes (it always does, exactly once): the
+        // completion handler is called even when nobody else keeps the run or its task. The cycle
+        // this makes (run → handle → this closure → run) ends when the completion is claimed,
+        // which lets the handle go.
         let handle = session.send(request, isIdempotent: prepared.isIdempotent, fromPipeline: true) {
-            [weak self] result in
-            guard let self else { return }
+            [self] result in
             switch result {
             case .failure(let error):
                 self.complete(.failure(Self.located(error, request: request)))
@@ -187,7 +190,9 @@ final class PipelineRun<Operation: CouchOperation>: @unchecked Sendable {
             }
         }
         let cancelled = state.withLock { state -> Bool in
-            state.handle = handle
+            // Completed already (on this thread, or another's): nothing left to cancel, and kept,
+            // the handle would keep this run alive through its completion handler.
+            if !state.lifecycle.completionClaimed { state.handle = handle }
             return state.lifecycle.isCancelled
         }
         if cancelled { handle.cancel() }
@@ -209,6 +214,7 @@ final class PipelineRun<Operation: CouchOperation>: @unchecked Sendable {
         let claimed = state.withLock { state -> Bool in
             guard state.lifecycle.claimCompletion() else { return false }
             state.result = result
+            state.handle = nil
             return true
         }
         let completion = self.completion

@@ -435,6 +435,8 @@ final class SocketConnection: @unchecked Sendable {
         var finalFields = HTTPFields()
         var interim = false
         var body = Data()
+        /// The body's `Content-Length`, reserved when its first piece comes (nil: unknown, or reserved).
+        var expectedLength: Int?
         var endOfStream = false
         while true {
             do {
@@ -461,7 +463,7 @@ final class SocketConnection: @unchecked Sendable {
                             if let limit = job.request.maximumResponseBodySize, length > limit, inflater == nil {
                                 throw Failure(error: job.request.bodyTooLarge(length))
                             }
-                            body.reserveCapacity(min(length, 64 << 20))
+                            expectedLength = length
                         }
                     case .body(let wireData):
                         if interim { continue }
@@ -472,7 +474,17 @@ final class SocketConnection: @unchecked Sendable {
                             if data.isEmpty { continue }
                         }
                         guard let receiver else {
-                            body.append(data)
+                            if !body.isEmpty {
+                                body.append(data)
+                            } else if let length = expectedLength, data.count < length {
+                                // The first of several pieces: room for all of them at once.
+                                expectedLength = nil
+                                body.reserveCapacity(min(length, 64 << 20))
+                                body.append(data)
+                            } else {
+                                // A body read in one piece (most): that piece is the body, not a copy.
+                                body = data
+                            }
                             // Checked as it grows, inflated: a gzip bomb stops at the limit.
                             if let limit = job.request.maximumResponseBodySize, body.count > limit {
                                 throw Failure(error: job.request.bodyTooLarge())
