@@ -106,9 +106,12 @@ public enum HTTPHeadParser {
             method: text(buffer, method), target: text(buffer, target), version: version, headers: headers)
     }
 
-    static func parseResponseHead(buffer: UnsafeBufferPointer<UInt8>, limits: HTTPParserLimits) throws
-        -> HTTPResponseHead
-    {
+    /// A response head. `previous`: the fields of the response before it on the same connection,
+    /// whose strings are reused for the same bytes (a server repeats most of its fields, byte for
+    /// byte, from one response to the next: no new string, allocation or UTF-8 check for them).
+    static func parseResponseHead(
+        buffer: UnsafeBufferPointer<UInt8>, limits: HTTPParserLimits, reusing previous: [HTTPHeaders.Pair] = []
+    ) throws -> HTTPResponseHead {
         var lines = try LineReader(buffer, limits: limits)
         guard let first = try lines.next() else { throw HTTPWireError.invalidStartLine("") }
         // The version, the code, and the rest (the reason, which may hold spaces) when present.
@@ -128,7 +131,7 @@ public enum HTTPHeadParser {
         guard buffer[reasonBytes].allSatisfy({ $0 >= 0x20 || $0 == tab }) else {
             throw HTTPWireError.invalidStartLine(text(buffer, first))
         }
-        let headers = try parseFields(&lines, limits: limits)
+        let headers = try parseFields(&lines, limits: limits, reusing: previous)
         return HTTPResponseHead(
             version: version, status: status, reason: text(buffer, reasonBytes), headers: headers)
     }
@@ -149,7 +152,9 @@ public enum HTTPHeadParser {
 
     /// The field lines left in `lines`, in order; an obsolete folded line continues the previous
     /// field's value.
-    static func parseFields(_ lines: inout LineReader, limits: HTTPParserLimits) throws -> HTTPHeaders {
+    static func parseFields(
+        _ lines: inout LineReader, limits: HTTPParserLimits, reusing previous: [HTTPHeaders.Pair] = []
+    ) throws -> HTTPHeaders {
         let buffer = lines.bytes
         var fields: [HTTPHeaders.Pair] = []
         fields.reserveCapacity(12)
@@ -173,10 +178,34 @@ public enum HTTPHeadParser {
             guard !buffer[value].contains(where: { $0 == 0 || $0 == 0x7F }) else {
                 throw HTTPWireError.invalidHeader(text(buffer, line))
             }
-            fields.append(HTTPHeaders.Pair(name: text(buffer, name), value: text(buffer, trimmed(buffer[value]))))
+            let valueBytes = trimmed(buffer[value])
+            if let earlier = sameField(in: previous, at: fields.count, name: name, of: buffer) {
+                let valueText = same(earlier.value, buffer, valueBytes) ? earlier.value : text(buffer, valueBytes)
+                fields.append(HTTPHeaders.Pair(name: earlier.name, value: valueText))
+            } else {
+                fields.append(HTTPHeaders.Pair(name: text(buffer, name), value: text(buffer, valueBytes)))
+            }
             if fields.count > limits.maxHeaderCount { throw HTTPWireError.tooManyHeaders(limit: limits.maxHeaderCount) }
         }
         return HTTPHeaders(pairs: fields)
+    }
+
+    /// The field of `previous` whose name is the bytes `name`: the one at `position` when it is
+    /// (a server sends its fields in the same order), else the first such one.
+    static func sameField(
+        in previous: [HTTPHeaders.Pair], at position: Int, name: Range<Int>, of buffer: UnsafeBufferPointer<UInt8>
+    ) -> HTTPHeaders.Pair? {
+        guard !previous.isEmpty else { return nil }
+        if position < previous.count, same(previous[position].name, buffer, name) { return previous[position] }
+        return previous.first { same($0.name, buffer, name) }
+    }
+
+    /// Whether `string`'s UTF-8 is exactly the bytes `range` of `buffer` (so that `text` would
+    /// make an equal string of them).
+    static func same(_ string: String, _ buffer: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Bool {
+        guard string.utf8.count == range.count else { return false }
+        var string = string
+        return string.withUTF8 { $0.elementsEqual(buffer[range]) }
     }
 
     /// The bounds of `bytes` without leading and trailing SP and HTAB (RFC 9110's OWS).

@@ -185,6 +185,8 @@ public struct HTTPResponseDecoder: Sendable {
 
     var core: MessageDecoderCore
     var methods: [String] = []
+    /// The fields of the last head, whose strings the next head reuses where its bytes are the same.
+    var previousFields: [HTTPHeaders.Pair] = []
 
     public init(limits: HTTPParserLimits = HTTPParserLimits()) {
         core = MessageDecoderCore(limits: limits, skipsLeadingEmptyLines: false)
@@ -219,7 +221,10 @@ public struct HTTPResponseDecoder: Sendable {
         case .body(let data): return .body(data)
         case .end(let trailers): return .end(trailers: trailers)
         case .head(let length):
-            let head = try HTTPHeadParser.parseResponseHead(core.buffer.peek(length), limits: core.limits)
+            let head = try core.buffer.peek(length).withUnsafeBufferPointer {
+                try HTTPHeadParser.parseResponseHead(buffer: $0, limits: core.limits, reusing: previousFields)
+            }
+            previousFields = head.headers.pairs
             let method: String
             if head.isInformational && head.status != 101 {
                 method = methods.first ?? "GET"

@@ -169,6 +169,45 @@ struct HTTPWireTests {
         }
     }
 
+    @Test("a head reuses the previous head's strings only for the very same bytes")
+    func fieldsOfTheLastHeadReused() throws {
+        let heads = [
+            "HTTP/1.1 201 Created\r\nServer: CouchDB/3.5.0 (Erlang OTP/26)\r\nETag: \"1-aaaaaaaaaaaaaaaaaaaa\"\r\n"
+                + "X-Couch-Request-ID: 0123456789\r\nContent-Length: 0\r\n\r\n",
+            // Same names, one value of the same length with other bytes, one name in another case.
+            "HTTP/1.1 200 OK\r\nServer: CouchDB/3.5.0 (Erlang OTP/26)\r\nETag: \"1-aaaaaaaaaaaaaaaaaaab\"\r\n"
+                + "x-couch-request-id: 0123456789\r\nContent-Length: 0\r\n\r\n",
+            // Another order, a field fewer, one more, a value emptied; then one without fields.
+            "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nLocation: /db/a\r\nServer:\r\n"
+                + "ETag: \"1-aaaaaaaaaaaaaaaaaaab\"\r\n\r\n",
+            "HTTP/1.1 204 No Content\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nServer: CouchDB/3.5.0 (Erlang OTP/26)\r\nServer: other\r\nContent-Length: 0\r\n\r\n",
+        ]
+        var decoder = HTTPResponseDecoder()
+        var seen: [[String]] = []
+        for head in heads {
+            decoder.expectResponse(to: "GET")
+            decoder.feed(bytes(head))
+            while let part = try decoder.next() {
+                if case .head(let parsed) = part { seen.append(parsed.headers.map { "\($0.name)=\($0.value)" }) }
+            }
+        }
+        #expect(
+            seen == [
+                [
+                    "Server=CouchDB/3.5.0 (Erlang OTP/26)", "ETag=\"1-aaaaaaaaaaaaaaaaaaaa\"",
+                    "X-Couch-Request-ID=0123456789", "Content-Length=0",
+                ],
+                [
+                    "Server=CouchDB/3.5.0 (Erlang OTP/26)", "ETag=\"1-aaaaaaaaaaaaaaaaaaab\"",
+                    "x-couch-request-id=0123456789", "Content-Length=0",
+                ],
+                ["Content-Length=0", "Location=/db/a", "Server=", "ETag=\"1-aaaaaaaaaaaaaaaaaaab\""],
+                [],
+                ["Server=CouchDB/3.5.0 (Erlang OTP/26)", "Server=other", "Content-Length=0"],
+            ])
+    }
+
     @Test func untilCloseBodyEndsOnlyAtClose() throws {
         let pieces = [bytes("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\npart one, "), bytes("part two")]
         #expect(try decodeResponses(pieces, methods: ["GET"]).isEmpty)
