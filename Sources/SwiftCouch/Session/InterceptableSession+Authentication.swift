@@ -33,6 +33,12 @@ extension InterceptableSession {
 
         var customMirror: Mirror { Mirror(self, children: ["principal": principal], displayStyle: .enum) }
 
+        /// Whether requests carry an IAM bearer token (`Authorization`) rather than a cookie.
+        var isIAM: Bool {
+            if case .iam = self { return true }
+            return false
+        }
+
         /// Who is logging in, for messages (never a secret).
         var principal: String {
             switch self {
@@ -57,11 +63,14 @@ extension InterceptableSession {
             let (action, startLogin) = sessionState.prepareRequest(now: now())
             switch action {
             case .send(let credential, let generation):
-                if case .iam = scheme {
-                    request.headers["Authorization"] = "Bearer \(credential)"
+                let value: String
+                if let made = credentialHeader, made.credential == credential {
+                    value = made.value
                 } else {
-                    request.headers["Cookie"] = "AuthSession=\(credential)"
+                    value = scheme.isIAM ? "Bearer \(credential)" : "AuthSession=\(credential)"
+                    credentialHeader = CredentialHeader(credential: credential, value: value)
                 }
+                request.headers[scheme.isIAM ? "Authorization" : "Cookie"] = value
                 transmit(attempt, request: request, generation: generation)
             case .wait:
                 waiting.append(attempt)

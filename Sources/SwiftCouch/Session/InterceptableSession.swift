@@ -37,6 +37,9 @@ public final class InterceptableSession: @unchecked Sendable {
     var deferringWork = false
     let transcript: TranscriptLogger?
     var sessionState = AuthSessionState()
+    /// The `Cookie` or `Authorization` value made for the current credential, so that every
+    /// request sent with it shares one string instead of making its own (queue-owned).
+    var credentialHeader: CredentialHeader?
     /// The requests in flight, for `shutdown()`.
     let registry = HandleRegistry()
     var waiting: [Attempt] = []
@@ -274,6 +277,18 @@ public final class InterceptableSession: @unchecked Sendable {
         for handle in registry.shutDown() { handle.cancel(shutDown: true) }
         transport.shutdown()
     }
+}
+
+/// A header value made from a session credential (a cookie, a bearer token), kept to be reused
+/// while the credential lasts. Secret: it shows nothing of itself to `dump`, mirrors or
+/// descriptions.
+struct CredentialHeader: CustomReflectable, CustomStringConvertible, CustomDebugStringConvertible {
+    let credential: String
+    let value: String
+
+    var customMirror: Mirror { Mirror(self, children: [], displayStyle: .struct) }
+    var description: String { "CredentialHeader(redacted)" }
+    var debugDescription: String { description }
 }
 
 /// The steps ``InterceptableSession/enterQueue(_:)`` runs after leaving the queue, in order: the

@@ -8,7 +8,9 @@ public enum CouchValidation {
     /// Checks a database name against CouchDB's rule: starts with a lowercase letter, then only
     /// `a–z 0–9 _ $ ( ) + - /`, at most 238 characters; or one of the system databases.
     public static func validateDatabaseName(_ name: String) throws(CouchError) {
-        if systemDatabases.contains(name) { return }
+        // Checked for every request: the system names (which start with `_`) are looked up only for
+        // a name that could be one, and the bytes are read as UTF-8, not decoded into scalars.
+        if name.utf8.first == UInt8(ascii: "_"), systemDatabases.contains(name) { return }
         guard !name.isEmpty else { throw CouchError.validation("Database name must not be empty.") }
         guard name.utf8.count <= 238 else {
             throw CouchError.validation("Database name '\(name.prefix(40))…' is longer than 238 characters.")
@@ -17,7 +19,10 @@ public enum CouchValidation {
             throw CouchError.validation(
                 "Database name '\(name)' must start with a lowercase letter (a-z).")
         }
-        if let bad = name.unicodeScalars.first(where: { $0.value > 127 || !databaseNameBytes[Int($0.value)] }) {
+        let allowed = databaseNameBytes  // once, not a lazy global's check per byte
+        if name.utf8.contains(where: { $0 > 127 || !allowed[Int($0)] }),
+            let bad = name.unicodeScalars.first(where: { $0.value > 127 || !allowed[Int($0.value)] })
+        {
             throw CouchError.validation(
                 "Database name '\(name)' contains '\(bad)'; only a-z, 0-9 and _ $ ( ) + - / are allowed.")
         }
@@ -71,7 +76,8 @@ public enum CouchValidation {
     /// Refuses a header whose name is not an HTTP token, or whose value holds CR, LF or NUL (which
     /// would end the header early and let the rest be read as another header or request).
     public static func validateHeader(name: String, value: String) throws(CouchError) {
-        guard !name.isEmpty, name.utf8.allSatisfy({ $0 < 128 && tokenBytes[Int($0)] }) else {
+        let token = tokenBytes
+        guard !name.isEmpty, name.utf8.allSatisfy({ $0 < 128 && token[Int($0)] }) else {
             throw CouchError.validation(
                 "Header name '\(name.debugDescription.dropFirst().dropLast())' is not an HTTP token.")
         }
