@@ -82,8 +82,8 @@ public final class CouchDBClient: Sendable {
         makeTask(building: builder, callbackQueue: callbackQueue, options: options, completion: completion)
     }
 
-    /// The one place pipeline runs without a `Foundation.Operation` are made (the async API,
-    /// ``executeAndWait(_:)``).
+    /// The one place pipeline runs are made: driven by a ``CouchOperationTask`` (``makeTask``), or
+    /// without a `Foundation.Operation` (the async API, ``executeAndWait(_:)``).
     func makeRun<Op: CouchOperation>(
         building builder: @escaping @Sendable () throws -> Op, callbackQueue: DispatchQueue?,
         options: CallOptions = CallOptions(), completion: @escaping PipelineRun<Op>.Completion
@@ -99,8 +99,7 @@ public final class CouchDBClient: Sendable {
         options: CallOptions = CallOptions(), completion: @escaping CouchOperationTask<Op>.Completion
     ) -> CouchOperationTask<Op> {
         CouchOperationTask(
-            makeOperation: builder, session: session, callbackQueue: callbackQueue, options: options,
-            completion: completion)
+            driving: makeRun(building: builder, callbackQueue: callbackQueue, options: options, completion: completion))
     }
 
     /// Runs `operation` on the client's own queue.

@@ -20,13 +20,9 @@ public final class CouchOperationTask<Operation: CouchOperation>: Foundation.Ope
     /// The pipeline this task drives (the async API drives the same one without a task).
     private let pipeline: PipelineRun<Operation>
 
-    init(
-        makeOperation: @escaping @Sendable () throws -> Operation, session: InterceptableSession,
-        callbackQueue: DispatchQueue?, options: CallOptions = CallOptions(), completion: @escaping Completion
-    ) {
-        self.pipeline = PipelineRun(
-            makeOperation: makeOperation, session: session, callbackQueue: callbackQueue, options: options,
-            completion: completion)
+    /// The task that drives `pipeline` (not started yet, and driven by nothing else).
+    init(driving pipeline: PipelineRun<Operation>) {
+        self.pipeline = pipeline
         super.init()
         pipeline.phaseObserver = self
     }
