@@ -21,25 +21,33 @@ struct Locked<Value>: @unchecked Sendable {
     private let storage: Storage
 
     init(_ value: Value) {
-        storage = unsafeDowncast(Storage.create(minimumCapacity: 1) { _ in value }, to: Storage.self)
+        storage = unsafeDowncast(Storage.create(minimumCapacity: 1) { _ in Header(value: value) }, to: Storage.self)
         storage.withUnsafeMutablePointerToElements { _ = pthread_mutex_init($0, nil) }
     }
 
     /// Runs `body` with exclusive access to the value. Never call out to user code or block inside.
     @discardableResult
     func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
-        try storage.withUnsafeMutablePointers { value, mutex in
+        try storage.withUnsafeMutablePointers { header, mutex in
             pthread_mutex_lock(mutex)
             defer { pthread_mutex_unlock(mutex) }
-            return try body(&value.pointee)
+            return try body(&header.pointee.value)
         }
     }
 
     /// A copy of the current value.
     var current: Value { withLock { $0 } }
 
+    /// The value, and a byte that gives the header a size even when the value has none (`Void`):
+    /// a header of no size would share its address with the mutex after it, and every access to
+    /// the value would then be an access to the mutex's memory (ThreadSanitizer reports it).
+    private struct Header {
+        var value: Value
+        let nonEmpty: UInt8 = 0
+    }
+
     /// The value (the header, destroyed by `ManagedBuffer`) and the mutex (the element).
-    private final class Storage: ManagedBuffer<Value, pthread_mutex_t> {
+    private final class Storage: ManagedBuffer<Header, pthread_mutex_t> {
         deinit {
             _ = withUnsafeMutablePointerToElements { pthread_mutex_destroy($0) }
         }
