@@ -63,14 +63,11 @@ extension InterceptableSession {
             let (action, startLogin) = sessionState.prepareRequest(now: now())
             switch action {
             case .send(let credential, let generation):
-                let value: String
-                if let made = credentialHeader, made.credential == credential {
-                    value = made.value
-                } else {
-                    value = scheme.isIAM ? "Bearer \(credential)" : "AuthSession=\(credential)"
-                    credentialHeader = CredentialHeader(credential: credential, value: value)
+                let (name, prefix) = scheme.isIAM ? ("Authorization", "Bearer ") : ("Cookie", "AuthSession=")
+                if credentialHeader?.credential != credential {
+                    credentialHeader = CredentialHeader(credential: credential, value: prefix + credential)
                 }
-                request.headers[scheme.isIAM ? "Authorization" : "Cookie"] = value
+                request.headers[name] = credentialHeader?.value
                 transmit(attempt, request: request, generation: generation)
             case .wait:
                 waiting.append(attempt)

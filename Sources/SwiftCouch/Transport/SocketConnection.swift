@@ -435,7 +435,7 @@ final class SocketConnection: @unchecked Sendable {
         var finalFields = HTTPFields()
         var interim = false
         var body = Data()
-        /// The body's `Content-Length`, reserved when its first piece comes (nil: unknown, or reserved).
+        /// The body's `Content-Length` (nil: unknown), reserved when its first piece is not all of it.
         var expectedLength: Int?
         var endOfStream = false
         while true {
@@ -478,7 +478,6 @@ final class SocketConnection: @unchecked Sendable {
                                 body.append(data)
                             } else if let length = expectedLength, data.count < length {
                                 // The first of several pieces: room for all of them at once.
-                                expectedLength = nil
                                 body.reserveCapacity(min(length, 64 << 20))
                                 body.append(data)
                             } else {
