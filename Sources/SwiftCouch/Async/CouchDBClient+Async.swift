@@ -18,9 +18,9 @@ extension CouchDBClient {
     public func execute<Op: CouchOperation>(_ operation: Op, options: CallOptions = CallOptions())
         async throws(CouchError) -> CouchResponse<Op.Response>
     {
-        let box = Locked<PipelineRun<Op>?>(nil)
+        // The run (for the cancellation handler) and the call's slot, under one lock.
+        let call = Locked(AsyncCall<Op>())
         let slots = asyncSlots
-        let claim = SlotClaim()
         let result = await withTaskCancellationHandler {
             // Unsafe: the pipeline calls its completion exactly once (PipelineTests, OutcomeTests), and
             // a checked continuation costs an allocation and two atomic exchanges more a call.
@@ -31,13 +31,18 @@ extension CouchDBClient {
                 let task = makeRun(
                     building: { operation }, callbackQueue: nil, options: options,
                     completion: { result in
-                        if claim.finish() { slots.release() }
+                        // Letting the run go ends the cycle call → run → this closure → call.
+                        let heldSlot = call.withLock { call -> Bool in
+                            call.run = nil
+                            return call.slot.finish()
+                        }
+                        if heldSlot { slots.release() }
                         continuation.resume(returning: result)
                     })
-                box.withLock { $0 = task }
+                call.withLock { $0.run = task }
                 if Task.isCancelled { task.cancel() }
                 slots.acquire {
-                    if claim.take() {
+                    if call.withLock({ $0.slot.take() }) {
                         task.start()
                     } else {
                         slots.release()  // cancelled while waiting for its turn
@@ -45,7 +50,7 @@ extension CouchDBClient {
                 }
             }
         } onCancel: {
-            box.current?.cancel()
+            call.withLock { $0.run }?.cancel()
         }
         return try result.get()
     }
@@ -56,4 +61,11 @@ extension CouchDBClient {
     {
         try await execute(operation, options: options).value
     }
+}
+
+/// What one async call's start, completion and cancellation handler share.
+struct AsyncCall<Op: CouchOperation> {
+    /// The run, until it completes (for the cancellation handler).
+    var run: PipelineRun<Op>?
+    var slot = SlotClaim()
 }

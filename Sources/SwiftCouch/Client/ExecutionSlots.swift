@@ -54,24 +54,21 @@ final class ExecutionSlots: @unchecked Sendable {
 
 /// Whether one async call holds its slot: it is taken when the call starts, given back once when
 /// it completes, and a call completed (cancelled) before its turn gives the slot straight back.
+/// A value: its owner keeps it under a lock (``AsyncCall``).
 struct SlotClaim: Sendable {
     private enum State { case waiting, holding, done }
-    private let state = Locked(State.waiting)
+    private var state = State.waiting
 
     /// Called when the slot is granted: true if the call is to start (false: it already ended).
-    func take() -> Bool {
-        state.withLock { state in
-            guard state == .waiting else { return false }
-            state = .holding
-            return true
-        }
+    mutating func take() -> Bool {
+        guard state == .waiting else { return false }
+        state = .holding
+        return true
     }
 
     /// Called when the call completes: true if it held a slot, which must be released.
-    func finish() -> Bool {
-        state.withLock { state in
-            defer { state = .done }
-            return state == .holding
-        }
+    mutating func finish() -> Bool {
+        defer { state = .done }
+        return state == .holding
     }
 }

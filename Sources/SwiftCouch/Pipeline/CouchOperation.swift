@@ -169,11 +169,18 @@ extension JSONOperation {
     public func processResponse(data: Data, httpInfo: HTTPInfo) throws -> Response {
         try throwIfError(data: data, httpInfo: httpInfo)
         let value = try decodeResponse(data, httpInfo: httpInfo)
-        if var recording = value as? any HTTPStatusRecording {
-            recording.record(status: httpInfo.statusCode)
-            if let recorded = recording as? Response { return recorded }
+        // Asked of the type, not the value: casting the value to the existential would box it.
+        if let recordingType = Response.self as? any HTTPStatusRecording.Type {
+            return Self.recording(httpInfo.statusCode, in: value, as: recordingType)
         }
         return value
+    }
+
+    /// `value` (whose type is `R`) with `status` recorded.
+    private static func recording<R: HTTPStatusRecording>(_ status: Int, in value: Response, as _: R.Type) -> Response {
+        guard var recording = value as? R else { return value }
+        recording.record(status: status)
+        return recording as? Response ?? value
     }
 
     /// Decodes `data` as `Response`, turning a failure into a ``CouchError`` of kind `.decoding`

@@ -149,11 +149,15 @@ final class PipelineRun<Operation: CouchOperation>: @unchecked Sendable {
             complete(.failure(error))
             return
         }
-        let request = prepared.request
+        let isIdempotent = prepared.isIdempotent
+        let request = (consume prepared).request
+        // What an error names: the request itself is given up to the session below.
+        let method = request.method.rawValue
+        let path = request.path
         // A task cancelled up to here has reported its cancellation and sends nothing; from here on
         // a cancellation goes through the request handle, which says whether the request was sent.
         guard state.withLock({ $0.lifecycle.beginSending() }) else {
-            complete(.failure(.cancelled(method: request.method.rawValue, path: request.path)))
+            complete(.failure(.cancelled(method: method, path: path)))
             return
         }
         // 4. the session; 5. processResponse
@@ -163,11 +167,11 @@ final class PipelineRun<Operation: CouchOperation>: @unchecked Sendable {
         // completion handler is called even when nobody else keeps the run or its task. The cycle
         // this makes (run → handle → this closure → run) ends when the completion is claimed,
         // which lets the handle go.
-        let handle = session.send(request, isIdempotent: prepared.isIdempotent, fromPipeline: true) {
+        let handle = session.send(consume request, isIdempotent: isIdempotent, fromPipeline: true) {
             [self] result in
             switch result {
             case .failure(let error):
-                self.complete(.failure(Self.located(error, request: request)))
+                self.complete(.failure(Self.located(error, method: method, path: path)))
             case .success(let response):
                 let info = HTTPInfo(statusCode: response.statusCode, headers: response.headers)
                 do {
@@ -181,7 +185,7 @@ final class PipelineRun<Operation: CouchOperation>: @unchecked Sendable {
                 } catch {
                     var couchError = Self.couchError(error, kind: .decoding, message: "Reading the response failed")
                     if couchError.statusCode == nil { couchError.statusCode = response.statusCode }
-                    self.complete(.failure(Self.located(couchError, request: request)))
+                    self.complete(.failure(Self.located(couchError, method: method, path: path)))
                 }
             }
         }
@@ -196,30 +200,35 @@ final class PipelineRun<Operation: CouchOperation>: @unchecked Sendable {
 
     /// 6. completion: exactly once, then the task finishes.
     private func complete(_ result: Result<CouchResponse<Operation.Response>, CouchError>) {
-        deliver(result) { [self] in
-            let (wasExecuting, changed) = state.withLock { $0.lifecycle.finish() }
-            guard changed else { return }
-            phaseObserver?.pipelineFinished(wasExecuting: wasExecuting)
-        }
+        deliver(result, thenFinish: true)
     }
 
-    /// Calls the completion handler on the callback queue if it has not been called yet; then `after`.
-    private func deliver(
-        _ result: Result<CouchResponse<Operation.Response>, CouchError>, after: (@Sendable () -> Void)? = nil
-    ) {
+    /// Calls the completion handler on the callback queue if it has not been called yet; then,
+    /// with `thenFinish`, marks the run finished (after the handler returned).
+    private func deliver(_ result: Result<CouchResponse<Operation.Response>, CouchError>, thenFinish: Bool = false) {
         let claimed = state.withLock { state -> Bool in
             guard state.lifecycle.claimCompletion() else { return false }
             state.result = result
             state.handle = nil
             return true
         }
-        let completion = self.completion
-        let run: @Sendable () -> Void = {
+        guard let callbackQueue else {
+            // Here, on this thread: no closure to make (the async API's case, once per call).
             if claimed { completion(result) }
-            after?()
+            if thenFinish { finish() }
+            return
         }
-        guard let callbackQueue else { return run() }
-        callbackQueue.async(execute: run)
+        callbackQueue.async { [self] in
+            if claimed { completion(result) }
+            if thenFinish { finish() }
+        }
+    }
+
+    /// Moves the run to finished and tells the `Foundation.Operation` driving it, if any.
+    private func finish() {
+        let (wasExecuting, changed) = state.withLock { $0.lifecycle.finish() }
+        guard changed else { return }
+        phaseObserver?.pipelineFinished(wasExecuting: wasExecuting)
     }
 
     // MARK: - Helpers
@@ -230,10 +239,10 @@ final class PipelineRun<Operation: CouchOperation>: @unchecked Sendable {
     }
 
     /// Fills in the method and path of an error that lacks them.
-    static func located(_ error: CouchError, request: HTTPRequest) -> CouchError {
+    static func located(_ error: CouchError, method: String, path: String) -> CouchError {
         var error = error
-        if error.method == nil { error.method = request.method.rawValue }
-        if error.path == nil { error.path = request.path }
+        if error.method == nil { error.method = method }
+        if error.path == nil { error.path = path }
         return error
     }
 }

@@ -175,22 +175,22 @@ public final class InterceptableSession: @unchecked Sendable {
     /// pipeline (a task's thread, holding no lock of anyone else's), which then runs the session's
     /// part on its own thread instead of handing it to the session queue's thread.
     func send(
-        _ request: HTTPRequest, isIdempotent: Bool, fromPipeline: Bool,
+        _ request: consuming HTTPRequest, isIdempotent: Bool, fromPipeline: Bool,
         completion: @escaping @Sendable (Result<HTTPResponse, CouchError>) -> Void
     ) -> RequestHandle {
-        var request = request
+        // Consumed: a caller that gives its request up leaves its header storage to this one, which
+        // then adds the `User-Agent` in place instead of copying the fields.
         if request.maximumResponseBodySize == nil {
             request.maximumResponseBodySize = configuration.maximumResponseBodySize
         }
         addUserAgent(to: &request)
-        let handle = RequestHandle(request: request, registry: registry, completion: completion)
+        let handle = RequestHandle(request: copy request, registry: registry, completion: completion)
         guard registry.add(handle) else {
             handle.finish(.failure(Self.shutDownError(request)))
             return handle
         }
-        let attempt = Attempt(
-            request: request, isIdempotent: isIdempotent, policy: request.retryPolicy ?? configuration.retryPolicy,
-            handle: handle)
+        let policy = request.retryPolicy ?? configuration.retryPolicy
+        let attempt = Attempt(request: request, isIdempotent: isIdempotent, policy: policy, handle: handle)
         if fromPipeline {
             enterQueue { self.authorize(attempt) }
         } else {

@@ -244,8 +244,11 @@ final class FastJSONDecoderImpl: Decoder, SingleValueDecodingContainer {
         largeObjectIndexes.removeAll(keepingCapacity: true)
         detachedPaths.removeAll(keepingCapacity: true)
         path.removeAll(keepingCapacity: true)
-        var parser = FastJSONParser(base: base, count: count, tokens: tokens)
-        tokens = []
+        // The parser takes the only reference to the token buffer, so clearing it keeps its
+        // storage (a second reference would make `removeAll(keepingCapacity:)` allocate anew).
+        var reused: [FastJSONParser.Token] = []
+        swap(&reused, &tokens)
+        var parser = FastJSONParser(base: base, count: count, tokens: consume reused)
         var end = count
         if leadingValueOnly {
             end = try parser.parseLeadingValue()
