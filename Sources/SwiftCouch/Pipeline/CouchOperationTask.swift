@@ -73,18 +73,18 @@ protocol PipelinePhaseObserver: AnyObject, Sendable {
 /// through it; the async API without the `Foundation.Operation` and its key-value notifications,
 /// which nothing observes there.
 ///
-/// `@unchecked Sendable`: mutable state lives in `state` (a `Locked`); `phaseObserver` is set once,
-/// before the run can start; the rest is immutable.
+/// `@unchecked Sendable`: mutable state lives in `state` (a `Locked`) or under its lock
+/// (`storedResult`); `phaseObserver` is set once, before the run can start; the rest is immutable.
 final class PipelineRun<Operation: CouchOperation>: @unchecked Sendable {
     typealias Completion = @Sendable (Result<CouchResponse<Operation.Response>, CouchError>) -> Void
 
-    private struct State {
-        var lifecycle = OperationLifecycle()
-        var result: Result<CouchResponse<Operation.Response>, CouchError>?
-        var handle: RequestHandle?
-    }
-
-    private let state = Locked(State())
+    /// The lifecycle and the handle, under one lock. Of a type outside this generic class (a type
+    /// nested here would be generic too), so the lock's code is compiled once for every operation
+    /// type and no type metadata is looked up at run time to use it.
+    private let state = Locked(PipelineRunState())
+    /// The result, once claimed, for a ``CouchOperationTask`` to read (guarded by `state`'s lock;
+    /// kept only when a task drives the run).
+    private var storedResult: Result<CouchResponse<Operation.Response>, CouchError>?
     private let makeOperation: @Sendable () throws -> Operation
     private let session: InterceptableSession
     /// Where the completion handler runs; nil: on the thread that completes the run (the async
@@ -106,7 +106,7 @@ final class PipelineRun<Operation: CouchOperation>: @unchecked Sendable {
         self.completion = completion
     }
 
-    var result: Result<CouchResponse<Operation.Response>, CouchError>? { state.current.result }
+    var result: Result<CouchResponse<Operation.Response>, CouchError>? { state.withLock { _ in storedResult } }
     var phase: OperationLifecycle.Phase { state.current.lifecycle.phase }
 
     func start() {
@@ -206,10 +206,11 @@ final class PipelineRun<Operation: CouchOperation>: @unchecked Sendable {
     /// Calls the completion handler on the callback queue if it has not been called yet; then,
     /// with `thenFinish`, marks the run finished (after the handler returned).
     private func deliver(_ result: Result<CouchResponse<Operation.Response>, CouchError>, thenFinish: Bool = false) {
+        let keepsResult = phaseObserver != nil
         let claimed = state.withLock { state -> Bool in
             guard state.lifecycle.claimCompletion() else { return false }
-            state.result = result
             state.handle = nil
+            if keepsResult { storedResult = result }
             return true
         }
         guard let callbackQueue else {
@@ -245,4 +246,10 @@ final class PipelineRun<Operation: CouchOperation>: @unchecked Sendable {
         if error.path == nil { error.path = path }
         return error
     }
+}
+
+/// A ``PipelineRun``'s state under its lock.
+struct PipelineRunState {
+    var lifecycle = OperationLifecycle()
+    var handle: RequestHandle?
 }
