@@ -19,7 +19,7 @@ extension CouchDBClient {
         async throws(CouchError) -> CouchResponse<Op.Response>
     {
         // The run (for the cancellation handler) and the call's slot, under one lock.
-        let call = Locked(AsyncCall<Op>())
+        let call = Locked(AsyncCall())
         let slots = asyncSlots
         let result = await withTaskCancellationHandler {
             // Unsafe: the pipeline calls its completion exactly once (PipelineTests, OutcomeTests), and
@@ -63,9 +63,10 @@ extension CouchDBClient {
     }
 }
 
-/// What one async call's start, completion and cancellation handler share.
-struct AsyncCall<Op: CouchOperation> {
+/// What one async call's start, completion and cancellation handler share. Not generic: its lock
+/// is compiled once, with no type metadata to look up per call.
+struct AsyncCall {
     /// The run, until it completes (for the cancellation handler).
-    var run: PipelineRun<Op>?
+    var run: (any CancellablePipelineRun)?
     var slot = SlotClaim()
 }

@@ -253,3 +253,10 @@ struct PipelineRunState {
     var lifecycle = OperationLifecycle()
     var handle: RequestHandle?
 }
+
+/// A run as the async API's cancellation handler sees it, whatever its operation's type.
+protocol CancellablePipelineRun: AnyObject, Sendable {
+    func cancel()
+}
+
+extension PipelineRun: CancellablePipelineRun {}
