@@ -33,6 +33,8 @@ struct DocumentOperationTests {
             response: .json(202, #"{"ok":true,"id":"x"}"#))
         #expect(requestLine(batch.request) == "POST /tx_docs?batch=ok")
         #expect(batch.value?.rev == nil)
+        // The status reaches the decoded value: 202 is accepted, not yet durable.
+        #expect(batch.value?.isAccepted == true)
     }
 
     @Test("HEAD /{db}/{docid}: the revision from the ETag; 404 is nil, not an error")
