@@ -203,9 +203,19 @@ public enum HTTPHeadParser {
     /// Whether `string`'s UTF-8 is exactly the bytes `range` of `buffer` (so that `text` would
     /// make an equal string of them).
     static func same(_ string: String, _ buffer: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Bool {
-        guard string.utf8.count == range.count else { return false }
-        var string = string
-        return string.withUTF8 { $0.elementsEqual(buffer[range]) }
+        let count = range.count
+        guard string.utf8.count == count else { return false }
+        guard count > 0, let base = buffer.baseAddress else { return true }
+        let other = base + range.lowerBound
+        // A byte loop over the string's own storage (a small string's is copied to the stack):
+        // no iterator pair, no copy of the string.
+        if let equal = string.utf8.withContiguousStorageIfAvailable({ utf8 -> Bool in
+            for index in 0..<count where utf8[index] != other[index] { return false }
+            return true
+        }) {
+            return equal
+        }
+        return string.utf8.elementsEqual(UnsafeBufferPointer(start: other, count: count))
     }
 
     /// The bounds of `bytes` without leading and trailing SP and HTAB (RFC 9110's OWS).

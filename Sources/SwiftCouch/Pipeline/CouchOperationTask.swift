@@ -83,8 +83,9 @@ final class PipelineRun<Operation: CouchOperation>: @unchecked Sendable {
     /// type and no type metadata is looked up at run time to use it.
     private let state = Locked(PipelineRunState())
     /// The result, once claimed, for a ``CouchOperationTask`` to read (guarded by `state`'s lock;
-    /// kept only when a task drives the run).
-    private var storedResult: Result<CouchResponse<Operation.Response>, CouchError>?
+    /// kept only when a task drives the run). Kept as `Any` so that freeing a run needs no
+    /// metadata of its generic result type (the async API never stores one).
+    private var storedResult: Any?
     private let makeOperation: @Sendable () throws -> Operation
     private let session: InterceptableSession
     /// Where the completion handler runs; nil: on the thread that completes the run (the async
@@ -106,7 +107,9 @@ final class PipelineRun<Operation: CouchOperation>: @unchecked Sendable {
         self.completion = completion
     }
 
-    var result: Result<CouchResponse<Operation.Response>, CouchError>? { state.withLock { _ in storedResult } }
+    var result: Result<CouchResponse<Operation.Response>, CouchError>? {
+        state.withLock { _ in storedResult as? Result<CouchResponse<Operation.Response>, CouchError> }
+    }
     var phase: OperationLifecycle.Phase { state.current.lifecycle.phase }
 
     func start() {

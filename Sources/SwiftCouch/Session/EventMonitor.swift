@@ -70,8 +70,8 @@ public struct RequestEvent: Sendable, CustomStringConvertible {
     }
 }
 
-/// Seconds elapsed on the monotonic clock since `start` (`DispatchTime.now().uptimeNanoseconds`).
-func elapsedSeconds(since start: UInt64) -> TimeInterval {
-    let now = DispatchTime.now().uptimeNanoseconds
-    return now >= start ? TimeInterval(now - start) / 1e9 : 0
+/// Seconds elapsed on the monotonic clock from `start` to `end` (both
+/// `DispatchTime.now().uptimeNanoseconds`; `end` defaults to now).
+func elapsedSeconds(since start: UInt64, until end: UInt64 = DispatchTime.now().uptimeNanoseconds) -> TimeInterval {
+    end >= start ? TimeInterval(end - start) / 1e9 : 0
 }

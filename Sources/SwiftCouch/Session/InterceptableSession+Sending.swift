@@ -91,8 +91,9 @@ extension InterceptableSession {
         }
         attempt.transmissions += 1
         transcript?.log(request: request)
-        attempt.startedAt = DispatchTime.now().uptimeNanoseconds
-        let started = Date()
+        if reportsAttempts { attempt.startedAt = DispatchTime.now().uptimeNanoseconds }
+        // Read only by the transcript (which logs how long the answer took).
+        let started = transcript == nil ? Date.distantPast : Date()
         if let receiver = attempt.streamReceiver {
             let relay = StreamRelay(
                 session: self, attempt: attempt, request: request, generation: generation, started: started,
@@ -134,8 +135,7 @@ extension InterceptableSession {
             // A 429 means the server did nothing; any other answer, that it acted on the request.
             attempt.handle.endTransmission(answered: true, responded: response.statusCode != 429)
         }
-        let duration = elapsedSeconds(since: attempt.startedAt)
-        report(result, attempt: attempt, duration: duration)
+        report(result, attempt: attempt)
         guard !attempt.handle.isCancelled else { return }
         switch result {
         case .failure(let error):
@@ -178,10 +178,17 @@ extension InterceptableSession {
     }
 
     /// Tells the monitors and the log how an attempt ended.
-    func report(_ result: Result<HTTPResponse, any Error>, attempt: Attempt, duration: TimeInterval) {
+    /// Whether attempts are told to monitors or the log handler (else their times are not read).
+    var reportsAttempts: Bool { !configuration.monitors.isEmpty || configuration.logHandler != nil }
+
+    /// `arrivedAt`: when the answer arrived (`DispatchTime`'s uptime nanoseconds); nil: now.
+    func report(_ result: Result<HTTPResponse, any Error>, attempt: Attempt, arrivedAt: UInt64? = nil) {
         dispatchPrecondition(condition: .onQueue(queue))
-        // Nothing to tell: nothing to build (this runs for every response).
-        guard !configuration.monitors.isEmpty || configuration.logHandler != nil else { return }
+        // Nothing to tell: nothing to build, and no clock read (this runs for every response).
+        guard reportsAttempts else { return }
+        let duration =
+            arrivedAt.map { elapsedSeconds(since: attempt.startedAt, until: $0) }
+            ?? elapsedSeconds(since: attempt.startedAt)
         let event = attempt.sentEvent()
         var metadata = event.metadata
         metadata["duration"] = String(format: "%.6f", duration)

@@ -49,8 +49,7 @@ final class StreamRelay: StreamReceiver, @unchecked Sendable {
         mode.withLock { $0 = .forwarding }
         let arrived = DispatchTime.now().uptimeNanoseconds
         session.queue.async { [self] in
-            let duration = arrived >= attempt.startedAt ? TimeInterval(arrived - attempt.startedAt) / 1e9 : 0
-            session.report(.success(head), attempt: attempt, duration: duration)
+            session.report(.success(head), attempt: attempt, arrivedAt: arrived)
         }
         guard !attempt.handle.isCancelled else { return }
         session.transcript?.log(response: head, for: request, elapsed: Date().timeIntervalSince(started))

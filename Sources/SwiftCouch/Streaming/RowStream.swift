@@ -220,7 +220,8 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
     /// One row from its bytes.
     private func decodeRow(_ bytes: UnsafeRawBufferPointer) throws -> Row {
         guard fastDecoder != nil else { return try decoder.decode(Row.self, from: Data(bytes)) }
-        return try FastJSON.decode(Row.self, from: bytes, reusing: &fastDecoder!, fallback: decoder).value
+        var fast = false
+        return try FastJSON.decode(Row.self, from: bytes, reusing: &fastDecoder!, fallback: decoder, usedFast: &fast)
     }
 
     /// The most rows the consumer takes at once: half the buffer, so the transfer can refill the

@@ -98,7 +98,8 @@ enum FastJSON {
 
     /// The value of `type` in `data`: the fast decoder's, or Foundation's value or error.
     static func decode<T: Decodable>(_ type: T.Type, from data: Data, dateCoding: DateCoding) throws -> T {
-        try decodeReportingPath(type, from: data, dateCoding: dateCoding).value
+        var fast = false
+        return try decode(type, from: data, dateCoding: dateCoding, usedFast: &fast)
     }
 
     /// ``decode(_:from:dateCoding:)`` over bytes.
@@ -106,8 +107,9 @@ enum FastJSON {
         _ type: T.Type, from bytes: UnsafeRawBufferPointer, dateCoding: DateCoding
     ) throws -> T {
         let fallback = foundationDecoder(for: dateCoding)
+        var fast = false
         return try FastJSONDecoder.withThreadDecoder(dateCoding: dateCoding) {
-            try decode(type, from: bytes, reusing: &$0, fallback: fallback).value
+            try decode(type, from: bytes, reusing: &$0, fallback: fallback, usedFast: &fast)
         }
     }
 
@@ -115,9 +117,21 @@ enum FastJSON {
     static func decodeReportingPath<T: Decodable>(
         _ type: T.Type, from data: Data, dateCoding: DateCoding
     ) throws -> (value: T, fast: Bool) {
+        var fast = false
+        let value = try decode(type, from: data, dateCoding: dateCoding, usedFast: &fast)
+        return (value, fast)
+    }
+
+    /// ``decode(_:from:dateCoding:)``, setting `usedFast` when the fast path produced the value.
+    /// (Not a tuple result: unspecialised, a tuple of a generic type is a metadata look-up per call.)
+    private static func decode<T: Decodable>(
+        _ type: T.Type, from data: Data, dateCoding: DateCoding, usedFast: inout Bool
+    ) throws -> T {
         let fallback = foundationDecoder(for: dateCoding)
         return try FastJSONDecoder.withThreadDecoder(dateCoding: dateCoding) { decoder in
-            try data.withUnsafeBytes { try decode(type, from: $0, reusing: &decoder, fallback: fallback) }
+            try data.withUnsafeBytes {
+                try decode(type, from: $0, reusing: &decoder, fallback: fallback, usedFast: &usedFast)
+            }
         }
     }
 
@@ -130,26 +144,30 @@ enum FastJSON {
         results.reserveCapacity(ranges.count)
         var decoder = FastJSONDecoder(dateCoding: dateCoding)
         let fallback = foundationDecoder(for: dateCoding)
+        var fast = false
         for range in ranges {
             let slice = UnsafeRawBufferPointer(rebasing: bytes[range])
-            results.append(try decode(type, from: slice, reusing: &decoder, fallback: fallback).value)
+            results.append(try decode(type, from: slice, reusing: &decoder, fallback: fallback, usedFast: &fast))
         }
         return results
     }
 
     /// The one place the fast path falls back: the value of `type` in `bytes` from `decoder` (kept
     /// by the caller across values, e.g. a stream's rows), or else `fallback`'s value or error.
+    /// `usedFast` is set to whether the fast path produced it.
     static func decode<T: Decodable>(
         _ type: T.Type, from bytes: UnsafeRawBufferPointer, reusing decoder: inout FastJSONDecoder,
-        fallback: JSONDecoder
-    ) throws -> (value: T, fast: Bool) {
+        fallback: JSONDecoder, usedFast: inout Bool
+    ) throws -> T {
+        usedFast = true
         if ObjectIdentifier(T.self) == FastJSONSpecialTypes.bulkWriteResults,
             let rows = BulkAnswerScanner.successes(in: bytes)
         {
-            return (unsafeBitCast(rows, to: T.self), true)
+            return unsafeBitCast(rows, to: T.self)
         }
-        if let value = try? decoder.decode(type, from: bytes, range: 0..<bytes.count) { return (value, true) }
-        return (try fallback.decode(type, from: Data(bytes)), false)
+        if let value = try? decoder.decode(type, from: bytes, range: 0..<bytes.count) { return value }
+        usedFast = false
+        return try fallback.decode(type, from: Data(bytes))
     }
 
     /// A Foundation decoder configured like `JSONDecoder.couch` for `coding` (the same shared one).
