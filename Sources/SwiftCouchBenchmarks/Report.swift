@@ -107,11 +107,17 @@ struct Report {
         } else {
             rows.append(Row(workload: workload, transport: transport, library: [library]))
         }
-        print("  done: \(workload.name) (\(transport))")
+        print("  done: \(workload.name) (\(transport)): \(Self.progress(library, workload))")
     }
 
     mutating func add(baseline: Measurement, workload: Workload) {
         baselines[workload.name, default: []].append(baseline)
+        print("  done: \(workload.name) (baseline): \(Self.progress(baseline, workload))")
+    }
+
+    /// One repeat's CPU per operation, for the progress lines (the table shows the medians).
+    static func progress(_ run: Measurement, _ workload: Workload) -> String {
+        cpu(run.cpuSeconds / Double(max(run.operations, 1)), workload.unit) + " CPU/op"
     }
 
     static func median(_ values: [Double]) -> Double {
