@@ -446,6 +446,18 @@ final class FastJSONEncoderImpl: Encoder {
             out += 8
             index &+= 8
         }
+        if index < count, count >= 8, index &+ 8 > count {
+            // The last few bytes of a string of eight or more, all plain so far (`out` is `start
+            // + index`): the last eight bytes, overlapping what is written, checked and stored at
+            // once instead of one by one.
+            let last = count &- 8
+            let word = UnsafeRawPointer(source + last).loadUnaligned(as: UInt64.self)
+            if FastJSONParser.isPlainOrUTF8(word) {
+                UnsafeMutableRawPointer(start + last).storeBytes(of: word, as: UInt64.self)
+                out = start + count
+                index = count
+            }
+        }
         while index < count {
             let byte = source[index]
             index &+= 1

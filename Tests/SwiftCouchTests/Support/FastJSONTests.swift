@@ -721,6 +721,27 @@ struct FastJSONTests {
         }
     }
 
+    @Test("Short strings (0–24 bytes) with one special character at each position: same bytes as Foundation")
+    func shortStringsEveryPosition() throws {
+        // Covers the one-word path (under 8 bytes), the eight-byte steps, and the overlapping last
+        // word of strings of 8 bytes or more, whose tail is checked and stored at once.
+        let specials: [Character] = ["\"", "\\", "\n", "\u{01}", "\u{1F}", "é", "😀"]
+        for length in 0...24 {
+            let plain = String((0..<length).map { Character(UnicodeScalar(UInt8(ascii: "a") + UInt8($0 % 26))) })
+            try expectSameEncoding(plain)
+            try expectSameEncoding([plain: plain])
+            for position in 0..<length {
+                for special in specials {
+                    var characters = Array(plain)
+                    characters[position] = special
+                    let text = String(characters)
+                    try expectSameEncoding(text)
+                    try expectSameEncoding([text: length])
+                }
+            }
+        }
+    }
+
     @Test("Keys that share long prefixes or lengths are not taken for repeats (the hash's eight-byte steps)")
     func keysSharingPrefixes() throws {
         var object: [String: Int] = [:]
