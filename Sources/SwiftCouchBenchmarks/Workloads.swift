@@ -138,7 +138,7 @@ struct Workload: Sendable {
                         try await writer.add(SmallDocument(_id: ids[index], n: index, text: "small"))
                     }
                     let results = try await writer.finish()
-                    return results.filter { $0.rev != nil }.count
+                    return results.count { $0.rev != nil }
                 }
             },
             measurePlain: { plain in
@@ -155,7 +155,7 @@ struct Workload: Sendable {
                         let rows =
                             try await plain.post("/\(db)/_bulk_docs", body: bulkDocsBody(docs)) as? [[String: Any]]
                             ?? []
-                        written += rows.filter { $0["rev"] != nil }.count
+                        written += rows.count { $0["rev"] != nil }
                     }
                     return written
                 }
