@@ -177,11 +177,11 @@ extension InterceptableSession {
         }
     }
 
-    /// Tells the monitors and the log how an attempt ended.
     /// Whether attempts are told to monitors or the log handler (else their times are not read).
     var reportsAttempts: Bool { !configuration.monitors.isEmpty || configuration.logHandler != nil }
 
-    /// `arrivedAt`: when the answer arrived (`DispatchTime`'s uptime nanoseconds); nil: now.
+    /// Tells the monitors and the log how an attempt ended. `arrivedAt`: when the answer arrived
+    /// (`DispatchTime`'s uptime nanoseconds); nil: now.
     func report(_ result: Result<HTTPResponse, any Error>, attempt: Attempt, arrivedAt: UInt64? = nil) {
         dispatchPrecondition(condition: .onQueue(queue))
         // Nothing to tell: nothing to build, and no clock read (this runs for every response).
