@@ -71,7 +71,7 @@ public struct RequestEvent: Sendable, CustomStringConvertible {
 }
 
 /// Seconds elapsed on the monotonic clock from `start` to `end` (both
-/// `DispatchTime.now().uptimeNanoseconds`; `end` defaults to now).
-func elapsedSeconds(since start: UInt64, until end: UInt64 = DispatchTime.now().uptimeNanoseconds) -> TimeInterval {
+/// `DispatchTime.now().uptimeNanoseconds`).
+func elapsedSeconds(since start: UInt64, until end: UInt64) -> TimeInterval {
     end >= start ? TimeInterval(end - start) / 1e9 : 0
 }

@@ -186,9 +186,8 @@ extension InterceptableSession {
         dispatchPrecondition(condition: .onQueue(queue))
         // Nothing to tell: nothing to build, and no clock read (this runs for every response).
         guard reportsAttempts else { return }
-        let duration =
-            arrivedAt.map { elapsedSeconds(since: attempt.startedAt, until: $0) }
-            ?? elapsedSeconds(since: attempt.startedAt)
+        let duration = elapsedSeconds(
+            since: attempt.startedAt, until: arrivedAt ?? DispatchTime.now().uptimeNanoseconds)
         let event = attempt.sentEvent()
         var metadata = event.metadata
         metadata["duration"] = String(format: "%.6f", duration)
