@@ -145,6 +145,12 @@ public struct Configuration: Sendable {
     /// (and inflates) a whole body itself, so ``URLSessionTransport`` can only refuse it once it
     /// has arrived.
     public var maximumResponseBodySize: Int? = 256 << 20
+    /// The largest ratio of decoded to received bytes a compressed response body (gzip or
+    /// deflate) may inflate by, checked as it inflates once a mebibyte was decoded: a gzip bomb
+    /// ends with a transport error that says so, streamed responses and downloads included.
+    /// Ordinary JSON and text compress 3–20×; DEFLATE cannot exceed about 1,032×. Nil for no
+    /// limit. Defaults to 200.
+    public var maximumDecompressionRatio: Double? = 200
     /// The network seam. Defaults to nil: an ``AutomaticTransport`` of the client's own (on Linux,
     /// ``SocketTransport`` for `http` and ``URLSessionTransport`` for `https`; on Apple platforms,
     /// ``URLSessionTransport``).

@@ -72,8 +72,23 @@ public struct HTTPRequest: Sendable, CustomStringConvertible {
     public var body: Data?
     /// A body read from a file or stream instead (`body` is nil then).
     public var streamedBody: StreamedBody?
-    /// How long to wait for the response.
+    /// The idle timeout: the longest wait for any one piece of the exchange (connecting, writing,
+    /// the next byte of the head or body). A peer that keeps sending one byte at a time never
+    /// trips it: ``deadline`` bounds that.
     public var timeout: TimeInterval
+    /// The longest the response may take as a whole, counted from when the request is handed to
+    /// the transport: the head, any interim `1xx` responses, and, for a whole response
+    /// (`send`), every byte of its body, however slowly they trickle. For a streamed response
+    /// (`stream`) only the head counts; its body is bounded by ``timeout`` between bytes. A
+    /// transport fails the request with `URLError(.timedOut)` when it passes. Nil: no deadline
+    /// beyond ``timeout``. Set by the session from ``Configuration/requestTimeout``.
+    public var deadline: TimeInterval?
+    /// The largest ratio of decoded to received bytes a compressed body (`Content-Encoding: gzip`
+    /// or `deflate`) may inflate by, checked as it inflates once at least a mebibyte was decoded
+    /// (a small body cannot be a bomb); past it the transport fails the request with
+    /// `URLError(.dataLengthExceedsMaximum)` saying so. Nil for no limit. Set by the session from
+    /// ``Configuration/maximumDecompressionRatio``; applies to streamed responses too.
+    public var maximumDecompressionRatio: Double?
     /// The largest whole response body to accept, in bytes after decoding (gzip inflated); nil for
     /// no limit. A transport fails the request with `URLError(.dataLengthExceedsMaximum)` when the
     /// body grows past it (a streamed response, which the receiver consumes as it arrives, is not
