@@ -77,6 +77,58 @@ struct FaultShapeTests {
         #expect(try connection.request(method: "GET", target: "/db/doc").status == 200)  // still usable
     }
 
+    @Test func trickledBodyArrivesByteByByte() throws {
+        let server = try start()
+        defer { server.stop() }
+        server.faults.failNext(with: .trickleBody(seconds: 0.05))
+        let connection = try RawHTTPConnection(port: server.port, timeout: 10)
+        // The whole head at once: the first read, with a short wait, gets it and at most a byte or two.
+        let partial = try connection.request(method: "GET", target: "/db/doc", readFor: 0.02)
+        #expect(partial.status == 200)
+        #expect(partial.stoppedByClient)
+        let declared = Int(partial.headers["Content-Length"] ?? "") ?? 0
+        #expect(declared > 4)
+        #expect(partial.body.count < declared)
+        #expect(handler.calls == 1)
+        let fresh = try RawHTTPConnection(port: server.port, timeout: 10)
+        server.faults.failNext(with: .trickleBody(seconds: 0.01))
+        let whole = try fresh.request(method: "GET", target: "/db/doc")
+        #expect(whole.body.count == declared)
+        #expect(try fresh.request(method: "GET", target: "/db/doc").status == 200)  // still usable
+    }
+
+    @Test func interimResponsesBeforeTheAnswer() throws {
+        let server = try start()
+        defer { server.stop() }
+        server.faults.failNext(with: .interim(seconds: 0.02, count: 3))
+        let connection = try RawHTTPConnection(port: server.port, timeout: 10)
+        let response = try connection.request(method: "GET", target: "/db/doc")
+        #expect(response.interim.map(\.status) == [102, 102, 102])
+        #expect(response.status == 200)
+        #expect(handler.calls == 1)
+        // Forever: the request never runs while the client waits.
+        server.faults.failNext(with: .interim(seconds: 0.02))
+        let forever = try RawHTTPConnection(port: server.port, timeout: 10)
+        try forever.send(
+            HTTPRequestHead(method: "GET", target: "/db/doc", headers: ["Host": "127.0.0.1:\(server.port)"]).serialized)
+        for _ in 0..<10 { #expect(try forever.readInterimResponse().status == 102) }
+        forever.close()
+        #expect(handler.calls == 1)
+    }
+
+    @Test func hostileRetryAfterValuesAreSentAsTheyAre() throws {
+        let server = try start()
+        defer { server.stop() }
+        let connection = try RawHTTPConnection(port: server.port, timeout: 10)
+        for value in ["nan", "-5", "1e300", "99999999999999999999"] {
+            server.faults.failNext(with: .tooManyRequests(retryAfter: .init(value)))
+            let response = try connection.request(method: "GET", target: "/db/doc")
+            #expect(response.status == 429)
+            #expect(response.headers["Retry-After"] == value)
+        }
+        #expect(handler.calls == 0)
+    }
+
     @Test func redirectToAnotherOrigin() throws {
         let server = try start()
         defer { server.stop() }

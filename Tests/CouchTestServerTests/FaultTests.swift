@@ -261,13 +261,29 @@ struct FaultTests {
                 == .tooManyRequestsThenClose(retryAfter: 2, seconds: 1))
         #expect(try FaultSpec(parsing: "drop-after,method=PUT").fault == .dropAfterProcessing)
         #expect(try FaultSpec(parsing: "slow-head:2").fault == .slowHead(seconds: 2))
+        #expect(try FaultSpec(parsing: "trickle-body:0.5").fault == .trickleBody(seconds: 0.5))
+        #expect(try FaultSpec(parsing: "interim:1").fault == .interim(seconds: 1))
+        #expect(try FaultSpec(parsing: "interim:0.2,count=3").fault == .interim(seconds: 0.2, count: 3))
+        // Retry-After as any text, for clients' handling of hostile values; whole seconds as before.
+        for value in ["nan", "-5", "1e300", "inf", "soon"] {
+            #expect(
+                try FaultSpec(parsing: "429,retry-after=\(value)").fault
+                    == .tooManyRequests(retryAfter: .init(value)))
+            #expect(
+                try FaultSpec(parsing: "503,retry-after=\(value)").fault
+                    == .serviceUnavailable(retryAfter: .init(value)))
+        }
+        #expect(
+            try FaultSpec(parsing: "429-then-close:1,retry-after=nan").fault
+                == .tooManyRequestsThenClose(retryAfter: "nan", seconds: 1))
         #expect(
             try FaultSpec(parsing: "redirect,location=http://elsewhere:5984/x").fault
                 == .redirect(location: "http://elsewhere:5984/x"))
         for bad in [
             "", "418", "429,next=0", "429,fraction=2", "500,retry-after=1", "429,path=db", "delay:x", "429,bogus=1",
             "429,next", "redirect", "drop,location=http://x", "reply-then-close", "slow-head:-1",
-            "drop-after,retry-after=1",
+            "drop-after,retry-after=1", "trickle-body:0", "trickle-body:x", "interim", "interim:0", "500,count=2",
+            "interim:1,count=-1", "429,retry-after=",
         ] {
             #expect(throws: FaultSpec.ParseError.self, "\(bad)") { _ = try FaultSpec(parsing: bad) }
         }

@@ -19,12 +19,13 @@ public final class TestServerFaults: @unchecked Sendable {
 
     /// What a faulted request gets.
     public enum Fault: Sendable, Equatable, CustomStringConvertible {
-        /// 429 Too Many Requests with Cloudant's JSON body, and `Retry-After: <seconds>` when given.
-        case tooManyRequests(retryAfter: Int? = nil)
+        /// 429 Too Many Requests with Cloudant's JSON body, and `Retry-After` when given (a whole
+        /// number of seconds, `1`, or any text, `"nan"`, to see what a client makes of it).
+        case tooManyRequests(retryAfter: RetryAfter? = nil)
         /// 500 Internal Server Error with a CouchDB-shaped JSON body.
         case internalServerError
         /// 503 Service Unavailable with a CouchDB-shaped JSON body, and `Retry-After` when given.
-        case serviceUnavailable(retryAfter: Int? = nil)
+        case serviceUnavailable(retryAfter: RetryAfter? = nil)
         /// The connection is closed after the request has been read, without any answer.
         case dropConnection
         /// The request waits this many seconds, then runs and is answered normally.
@@ -40,13 +41,19 @@ public final class TestServerFaults: @unchecked Sendable {
         /// connection after `seconds`. A request the client sent on it in the meantime meets a reset.
         case replyThenClose(seconds: Double = 0.2)
         /// A 429 (as `tooManyRequests`), then the connection is closed as in `replyThenClose`.
-        case tooManyRequestsThenClose(retryAfter: Int? = nil, seconds: Double = 0.2)
+        case tooManyRequestsThenClose(retryAfter: RetryAfter? = nil, seconds: Double = 0.2)
         /// The request runs (a write happens), then the connection is closed without any answer.
         case dropAfterProcessing
         /// The request runs; its response head is sent one byte at a time over `seconds`.
         case slowHead(seconds: Double)
         /// `302 Found` to `location` (another origin, say), without running the request.
         case redirect(location: String)
+        /// The request runs; its answer's head (with the full `Content-Length`) is sent at once,
+        /// then its body one byte every `seconds`.
+        case trickleBody(seconds: Double)
+        /// `102 Processing` interim responses, one every `seconds`, `count` times (nil: until the
+        /// client goes away), then the request runs and is answered normally.
+        case interim(seconds: Double, count: Int? = nil)
 
         public var description: String {
             switch self {
@@ -62,8 +69,28 @@ public final class TestServerFaults: @unchecked Sendable {
             case .dropAfterProcessing: return "drop after processing"
             case .slowHead(let s): return "slow head over \(s)s"
             case .redirect(let location): return "redirect to \(location)"
+            case .trickleBody(let s): return "body one byte every \(s)s"
+            case .interim(let s, let n): return "102 Processing every \(s)s" + (n.map { ", \($0) times" } ?? "")
             }
         }
+    }
+
+    /// A `Retry-After` value as sent: a whole number of seconds (`.tooManyRequests(retryAfter: 2)`)
+    /// or any text (`.tooManyRequests(retryAfter: "nan")`, `"-5"`, `"1e300"`, an HTTP date).
+    public struct RetryAfter: Sendable, Equatable, CustomStringConvertible, ExpressibleByIntegerLiteral,
+        ExpressibleByStringLiteral
+    {
+        /// The header's value, exactly as sent.
+        public var value: String
+
+        /// The value `text`, as it is.
+        public init(_ text: String) { value = text }
+        /// A whole number of seconds.
+        public init(seconds: Int) { value = String(seconds) }
+        public init(integerLiteral seconds: Int) { self.init(seconds: seconds) }
+        public init(stringLiteral text: String) { self.init(text) }
+
+        public var description: String { value }
     }
 
     /// Which requests a rule applies to.

@@ -9,8 +9,11 @@ import HTTPWire
 /// * KIND: `429`, `500`, `503`, `drop`, `truncate`, `invalid-json`, `delay:SECONDS`, and the shapes
 ///   of real servers and proxies: `reply-then-close:SECONDS` (answer, then close without notice),
 ///   `429-then-close:SECONDS`, `drop-after` (the request runs, no answer), `slow-head:SECONDS`,
-///   `redirect` with `location=URL`
-/// * `retry-after=SECONDS` (429, 503 and 429-then-close)
+///   `redirect` with `location=URL`, `trickle-body:SECONDS` (the body one byte every SECONDS),
+///   `interim:SECONDS` (`102 Processing` every SECONDS, with `count=N` N times, else until the
+///   client goes away, then the answer)
+/// * `retry-after=VALUE` (429, 503 and 429-then-close): sent as it is, whole seconds or any text
+///   without a comma (`retry-after=nan`, `retry-after=-5`, `retry-after=1e300`)
 /// * `next=N` (the next N matching requests) or `fraction=F` (0...1); default: every matching request
 /// * `path=/exact/path` or `prefix=/path/prefix`, and `method=GET`
 ///
@@ -41,8 +44,9 @@ public struct FaultSpec: Sendable, Equatable {
             $0.trimmingCharacters(in: .whitespaces)
         }
         guard let kind = items.first, !kind.isEmpty else { throw ParseError(message: "empty fault spec") }
-        var retryAfter: Int?
+        var retryAfter: TestServerFaults.RetryAfter?
         var location: String?
+        var count: Int?
         var frequency: TestServerFaults.Frequency = .always
         var match = TestServerFaults.Match.any
         for item in items.dropFirst() {
@@ -51,10 +55,16 @@ public struct FaultSpec: Sendable, Equatable {
             let (key, value) = (parts[0].lowercased(), parts[1])
             switch key {
             case "retry-after":
-                guard let n = Int(value), n >= 0 else {
-                    throw ParseError(message: "retry-after must be a whole number of seconds")
+                // Any text: hostile values (nan, -5, 1e300) are what some tests need.
+                guard !value.isEmpty, !value.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
+                    throw ParseError(message: "retry-after must be a value without CR, LF or NUL")
                 }
-                retryAfter = n
+                retryAfter = TestServerFaults.RetryAfter(value)
+            case "count":
+                guard let n = Int(value), n >= 0 else {
+                    throw ParseError(message: "count must be a whole number, 0 or more")
+                }
+                count = n
             case "next":
                 guard let n = Int(value), n > 0 else {
                     throw ParseError(message: "next must be a positive whole number")
@@ -100,11 +110,14 @@ public struct FaultSpec: Sendable, Equatable {
             case ("reply-then-close", let s?): fault = .replyThenClose(seconds: s)
             case ("429-then-close", let s?): fault = .tooManyRequestsThenClose(retryAfter: retryAfter, seconds: s)
             case ("slow-head", let s?): fault = .slowHead(seconds: s)
+            case ("trickle-body", let s?) where s > 0: fault = .trickleBody(seconds: s)
+            case ("interim", let s?) where s > 0: fault = .interim(seconds: s, count: count)
             default:
                 throw ParseError(
                     message:
                         "unknown fault '\(kind)' (expected 429, 500, 503, drop, truncate, invalid-json, delay:SECONDS, "
-                        + "reply-then-close:SECONDS, 429-then-close:SECONDS, drop-after, slow-head:SECONDS or redirect)"
+                        + "reply-then-close:SECONDS, 429-then-close:SECONDS, drop-after, slow-head:SECONDS, redirect, "
+                        + "trickle-body:SECONDS or interim:SECONDS; SECONDS more than 0 for the last two)"
                 )
             }
         }
@@ -113,6 +126,9 @@ public struct FaultSpec: Sendable, Equatable {
         }
         if location != nil, kind.lowercased() != "redirect" {
             throw ParseError(message: "location applies to redirect only")
+        }
+        if count != nil, !kind.lowercased().hasPrefix("interim:") {
+            throw ParseError(message: "count applies to interim only")
         }
         self.init(fault: fault, frequency: frequency, match: match)
     }
@@ -149,7 +165,7 @@ extension TestServerFaults.Fault {
         switch self {
         case .tooManyRequests(let retryAfter):
             var headers = HTTPHeaders()
-            if let retryAfter { headers.add("Retry-After", String(retryAfter)) }
+            if let retryAfter { headers.add("Retry-After", retryAfter.value) }
             return HTTPServer.errorResponse(
                 status: 429, error: "too_many_requests", reason: Self.tooManyRequestsReason, headers: headers)
         case .internalServerError:
@@ -157,7 +173,7 @@ extension TestServerFaults.Fault {
                 status: 500, error: "internal_server_error", reason: "Simulated server failure (TestServer fault).")
         case .serviceUnavailable(let retryAfter):
             var headers = HTTPHeaders()
-            if let retryAfter { headers.add("Retry-After", String(retryAfter)) }
+            if let retryAfter { headers.add("Retry-After", retryAfter.value) }
             return HTTPServer.errorResponse(
                 status: 503, error: "service_unavailable",
                 reason: "Service unavailable, try again later (TestServer fault).", headers: headers)
@@ -171,7 +187,8 @@ extension TestServerFaults.Fault {
             return ServerResponse(
                 status: 302, headers: ["Location": location, "Content-Type": "text/plain"],
                 body: .data(Data("Found\n".utf8)))
-        case .dropConnection, .delay, .truncatedBody, .replyThenClose, .dropAfterProcessing, .slowHead:
+        case .dropConnection, .delay, .truncatedBody, .replyThenClose, .dropAfterProcessing, .slowHead, .trickleBody,
+            .interim:
             return nil
         }
     }

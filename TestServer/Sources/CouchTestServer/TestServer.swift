@@ -303,6 +303,29 @@ public final class TestServer: @unchecked Sendable {
                 return .drop
             case .slowHead(let seconds):
                 return .slowHead(handler.handle(request), over: seconds)
+            case .trickleBody(let seconds):
+                let response = handler.handle(request)
+                return .raw { writer in
+                    let (head, body) = writer.whole(response)
+                    guard writer.send(head) else { return false }
+                    for byte in body {
+                        guard writer.pause(seconds: seconds), writer.send(Data([byte])) else { return false }
+                    }
+                    return true
+                }
+            case .interim(let seconds, let count):
+                return .raw { writer in
+                    var sent = 0
+                    while count.map({ sent < $0 }) ?? true {
+                        guard writer.send(Data("HTTP/1.1 102 Processing\r\n\r\n".utf8)) else { return false }
+                        sent += 1
+                        guard writer.pause(seconds: seconds) else { return false }
+                    }
+                    // The request runs only once the interim responses are over (none ran when the
+                    // client went away first).
+                    let (head, body) = writer.whole(handler.handle(request))
+                    return writer.send(head + body)
+                }
             }
         }
     }

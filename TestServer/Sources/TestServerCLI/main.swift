@@ -29,8 +29,10 @@ let usage = """
       --fault SPEC          Add a fault rule; may be repeated. SPEC is KIND[,OPTION=VALUE...]
                               KIND: 429, 500, 503, drop, truncate, invalid-json, delay:SECONDS,
                                 reply-then-close:SECONDS, 429-then-close:SECONDS, drop-after,
-                                slow-head:SECONDS, redirect (with location=URL)
-                              retry-after=S  (429/503)   next=N | fraction=F (0...1)
+                                slow-head:SECONDS, redirect (with location=URL),
+                                trickle-body:SECONDS, interim:SECONDS (count=N: N times)
+                              retry-after=VALUE  (429/503: seconds, or any text: nan, -5)
+                              next=N | fraction=F (0...1)
                               path=/exact | prefix=/start   method=GET
                             e.g. --fault 429,retry-after=1,next=3,prefix=/db
       -h, --help            Show this help

@@ -24,6 +24,58 @@ final class HTTPServer: @unchecked Sendable {
         case responseThenClose(ServerResponse, after: Double)
         /// Answer with the head sent one byte at a time over `over` seconds.
         case slowHead(ServerResponse, over: Double)
+        /// Answer by writing the bytes yourself, for shapes a plain response cannot take (a body
+        /// trickled, interim responses): the closure gets the connection's ``RawReplyWriter`` and
+        /// returns whether the connection may serve another request.
+        case raw(@Sendable (RawReplyWriter) -> Bool)
+    }
+
+    /// What a ``Reply/raw(_:)`` reply writes with: the connection's socket, and the head the
+    /// server would send. Used only on the connection's thread, during the reply.
+    struct RawReplyWriter {
+        /// Whether the request asked to keep the connection open.
+        let keepAlive: Bool
+        /// The request's method (the answer to `HEAD` has no body).
+        let method: String
+        fileprivate let fd: Int32
+        fileprivate let headBytes: (ServerResponse) -> Data
+        fileprivate let isStopping: () -> Bool
+
+        /// The head the server would send for `response` as a whole body (with its
+        /// `Content-Length`, `Server`, `Date` and `Connection`), and that body: empty for `HEAD`, a
+        /// streamed body collected whole.
+        func whole(_ response: ServerResponse) -> (head: Data, body: Data) {
+            var body = Data()
+            switch response.body {
+            case .empty: break
+            case .data(let data): body = data
+            case .stream(let produce):
+                let collector = CollectingChunkWriter()
+                produce(collector)
+                body = collector.data
+            }
+            var response = response
+            response.headers.remove("Transfer-Encoding")
+            response.headers.set("Content-Length", String(body.count))
+            return (headBytes(response), method == "HEAD" ? Data() : body)
+        }
+
+        /// Writes `data` whole. False once the client has gone away.
+        func send(_ data: Data) -> Bool {
+            data.isEmpty || POSIXSocket.sendAll(fd, data)
+        }
+
+        /// Waits `seconds` (in steps, so that a stopping server is not held up). False when the
+        /// server is stopping.
+        func pause(seconds: Double) -> Bool {
+            let end = Date().addingTimeInterval(seconds)
+            while true {
+                if isStopping() { return false }
+                let left = end.timeIntervalSinceNow
+                if left <= 0 { return true }
+                Thread.sleep(forTimeInterval: min(left, 0.05))
+            }
+        }
     }
 
     typealias Dispatch = @Sendable (ServerRequest) -> Reply
@@ -288,6 +340,14 @@ final class HTTPServer: @unchecked Sendable {
                 return false
             case .slowHead(let response, let seconds):
                 return sendSlowHead(response, head: head, keepAlive: keepAlive, over: seconds)
+            case .raw(let write):
+                let connection = self
+                let server = self.server
+                let writer = RawReplyWriter(
+                    keepAlive: keepAlive, method: head.method, fd: fd,
+                    headBytes: { [keepAlive] in connection.responseHead($0, request: head, keepAlive: keepAlive).serialized },
+                    isStopping: { server.isStopping })
+                return write(writer) && keepAlive && !server.isStopping
             }
         }
 
@@ -433,6 +493,27 @@ final class HTTPServer: @unchecked Sendable {
                 _ = POSIXSocket.sendAll(fd, out)
             }
         }
+    }
+}
+
+/// Collects the chunks of a streamed response (for replies that send a body their own way).
+final class CollectingChunkWriter: ChunkWriter, @unchecked Sendable {
+    // @unchecked Sendable: `collected` is guarded by `lock`.
+    private let lock = NSLock()
+    private var collected = Data()
+
+    var data: Data {
+        lock.lock()
+        defer { lock.unlock() }
+        return collected
+    }
+
+    @discardableResult
+    func write(_ data: Data) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        collected.append(data)
+        return true
     }
 }
 
