@@ -9,7 +9,11 @@ import Foundation
 ///
 /// Delays grow exponentially with "equal jitter": the n-th retry waits between half and all of
 /// `initialDelay × multiplier^(n-1)`, capped at ``maximumDelay``. A `Retry-After` header (seconds
-/// or an HTTP date) is honoured instead, capped the same way.
+/// or an HTTP date) is honoured instead, capped the same way. A `Retry-After` that is not a number
+/// of seconds to wait (`nan`, `inf`, `-5`, text that is neither a number nor a date) counts as
+/// absent; one far too long (`1e300`, a date in the year 9999) is capped. Every delay is finite and
+/// at least 0, whatever the header or the policy's own numbers (a NaN or negative `maximumDelay`
+/// caps at 0, an infinite one at a day).
 public struct RetryPolicy: Sendable, Hashable {
     /// How many times one request may be retried after its first attempt. Defaults to 4.
     public var maximumRetries: Int = 4
@@ -93,17 +97,39 @@ struct RetryState {
             guard policy.retryServerErrors, isIdempotent else { return .done }
         }
         retries += 1
+        let cap = Self.cap(policy.maximumDelay)
         if let retryAfter, let seconds = RetryState.parseRetryAfter(retryAfter, now: now) {
-            return .retry(after: min(max(seconds, 0), policy.maximumDelay))
+            return .retry(after: Self.bounded(seconds, cap: cap))
         }
-        let base = min(policy.initialDelay * pow(policy.multiplier, Double(retries - 1)), policy.maximumDelay)
-        return .retry(after: base / 2 + base / 2 * min(max(random(), 0), 1))
+        // Any NaN (0 × ∞, a NaN policy or random number) ends as the cap: never a timer that
+        // cannot fire, never a retry at once in a loop.
+        let base = Self.bounded(policy.initialDelay * pow(policy.multiplier, Double(retries - 1)), cap: cap)
+        let jitter = random()
+        return .retry(after: Self.bounded(base / 2 + base / 2 * (jitter.isNaN ? 1 : min(max(jitter, 0), 1)), cap: cap))
     }
 
-    /// Reads `Retry-After` as delta-seconds or as an HTTP date.
+    /// The longest delay a policy allows: its `maximumDelay` when that is a finite number of
+    /// seconds, 0 when it is NaN or negative, a day when it is infinite.
+    static func cap(_ maximumDelay: TimeInterval) -> TimeInterval {
+        guard !maximumDelay.isNaN, maximumDelay > 0 else { return 0 }
+        return min(maximumDelay, 86_400)
+    }
+
+    /// `delay` within `0...cap` (`cap` from ``cap(_:)``): negative is 0, NaN and +∞ are `cap`.
+    static func bounded(_ delay: TimeInterval, cap: TimeInterval) -> TimeInterval {
+        if delay.isNaN { return cap }
+        return min(max(delay, 0), cap)
+    }
+
+    /// Reads `Retry-After` as delta-seconds or as an HTTP date; nil when it is neither, or a
+    /// number that is not a time to wait (NaN, infinite, negative).
     static func parseRetryAfter(_ value: String, now: Date) -> TimeInterval? {
         let trimmed = value.trimmingCharacters(in: .whitespaces)
-        if let seconds = Double(trimmed) { return seconds }
+        if let seconds = Double(trimmed) {
+            // "nan", "inf" and "-5" are Doubles too: a peer that sends them said nothing usable. A
+            // huge whole number is a huge finite Double (capped by the caller).
+            return seconds.isFinite && seconds >= 0 ? seconds : nil
+        }
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "GMT")

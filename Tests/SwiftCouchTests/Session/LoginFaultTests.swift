@@ -80,4 +80,24 @@ struct LoginFaultTests {
         let more = try #require(Self.runMany(other, count: 10))
         #expect(more.allSatisfy { (try? $0.get()) != nil })
     }
+
+    @Test(
+        "429 with Retry-After nan, -5 or 1e300 on the login: retried on the backoff (or the cap), queued operations end"
+    )
+    func loginHostileRetryAfter() throws {
+        for value in ["nan", "-5", "inf", "1e300"] {
+            let server = FakeCookieServer()
+            let fault = SimulatedResponse.json(
+                429, #"{"error":"too_many_requests","reason":"slow down"}"#, headers: ["Retry-After": value])
+            let (client, transport) = Self.client(server: server, failures: 2, fault: fault)
+            // Before the fix, NaN survived the clamp and the retry's timer never fired: every
+            // operation waited behind the login forever (bounded here at 10 s).
+            let results = try #require(
+                Self.runMany(client, count: 20, seconds: 10), "Retry-After: \(value): operations waited forever")
+            #expect(results.allSatisfy { (try? $0.get()) != nil }, "Retry-After: \(value)")
+            #expect(transport.requests.filter { $0.path == "/_session" }.count == 3, "Retry-After: \(value)")
+            client.shutdown()
+        }
+    }
 }
+

@@ -93,4 +93,64 @@ struct RetryStateTests {
             #expect(delay <= 5)
         }
     }
+
+    /// The delay of the one retry `state` decides after a 429 with `retryAfter`.
+    static func delay(_ state: inout RetryState, retryAfter: String?, random: Double = 0.5) -> TimeInterval? {
+        guard
+            case .retry(let delay) = state.decide(
+                after: .response(status: 429, retryAfter: retryAfter), isIdempotent: false, random: { random })
+        else { return nil }
+        return delay
+    }
+
+    @Test("A Retry-After that is not a usable number is ignored or clamped: every delay is finite, 0 or more, capped")
+    func hostileRetryAfter() {
+        // Not a number of seconds to wait: treated as absent (the backoff's 0.375 s here).
+        for value in ["nan", "NaN", "-nan", "inf", "-inf", "infinity", "-5", "-0.5", "garbage", "", "0x", "1e"] {
+            var state = RetryState(policy: policy)
+            #expect(Self.delay(&state, retryAfter: value) == 0.375, "Retry-After: \(value)")
+        }
+        // Absurdly long: clamped to the maximum delay.
+        for value in ["1e300", "99999999999999999999999999", "\(Int.max)", "1e12", "31"] {
+            var state = RetryState(policy: policy)
+            #expect(Self.delay(&state, retryAfter: value) == 30, "Retry-After: \(value)")
+        }
+        var state = RetryState(policy: policy)
+        #expect(Self.delay(&state, retryAfter: " 2 ") == 2)
+        // A date long past: at once; far ahead: the maximum.
+        state = RetryState(policy: policy)
+        #expect(Self.delay(&state, retryAfter: "Thu, 01 Jan 1970 00:00:00 GMT") == 0)
+        state = RetryState(policy: policy)
+        #expect(Self.delay(&state, retryAfter: "Fri, 31 Dec 9999 23:59:59 GMT") == 30)
+    }
+
+    @Test("A hostile policy or random source never makes a delay NaN, infinite or negative")
+    func hostilePolicies() {
+        let policies = [
+            RetryPolicy(maximumRetries: 3, initialDelay: .nan),
+            RetryPolicy(maximumRetries: 3, initialDelay: -1),
+            RetryPolicy(maximumRetries: 3, initialDelay: .infinity),
+            RetryPolicy(maximumRetries: 3, initialDelay: 0, multiplier: .infinity),
+            RetryPolicy(maximumRetries: 3, initialDelay: 1, multiplier: .nan),
+            RetryPolicy(maximumRetries: 3, initialDelay: 1, multiplier: -3),
+            RetryPolicy(maximumRetries: 3, maximumDelay: .nan),
+            RetryPolicy(maximumRetries: 3, maximumDelay: -5),
+            RetryPolicy(maximumRetries: 3, maximumDelay: .infinity),
+            RetryPolicy(maximumRetries: 3, initialDelay: .greatestFiniteMagnitude, multiplier: 10),
+        ]
+        for policy in policies {
+            for random in [0, 1, .nan, -1, 2, .infinity] as [Double] {
+                for retryAfter in [nil, "nan", "5", "1e300"] as [String?] {
+                    var state = RetryState(policy: policy)
+                    for _ in 0..<3 {
+                        guard let delay = Self.delay(&state, retryAfter: retryAfter, random: random) else {
+                            Issue.record("expected a retry")
+                            return
+                        }
+                        #expect(delay.isFinite && delay >= 0 && delay <= 86_400, "\(policy) \(random) \(delay)")
+                    }
+                }
+            }
+        }
+    }
 }
