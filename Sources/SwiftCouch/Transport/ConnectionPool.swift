@@ -98,12 +98,26 @@ final class SocketJob: StreamingTask, @unchecked Sendable {
         return false
     }
 
+    /// When the response must be complete (for a stream: its head must have arrived): the
+    /// request's ``HTTPRequest/deadline`` counted from when the transport was handed the request.
+    /// Nil: no deadline (none set, or not a positive finite number of seconds).
+    let deadline: DispatchTime?
+
     init(request: HTTPRequest, key: HostKey, sink: ResponseSink, pool: ConnectionPool) {
         self.request = request
         self.key = key
         self.target = RequestHead.target(of: request)
         self.sink = sink
         self.pool = pool
+        self.deadline = Self.deadline(after: request.deadline)
+    }
+
+    /// `seconds` from now, or nil when `seconds` is nil, NaN, infinite, 0 or negative (no deadline).
+    static func deadline(after seconds: TimeInterval?) -> DispatchTime? {
+        guard let seconds, seconds > 0, seconds.isFinite else { return nil }
+        // At most ten years: the sum cannot overflow.
+        let nanoseconds = UInt64(min(seconds, 10 * 365 * 86_400) * 1e9)
+        return DispatchTime(uptimeNanoseconds: DispatchTime.now().uptimeNanoseconds + nanoseconds)
     }
 
     /// Stops the request: a queued one never starts; a running one has its connection shut down
@@ -247,6 +261,7 @@ final class ConnectionPool: @unchecked Sendable {
             if !written.complete || written.error != nil { ring = true }
             let timeout = job.request.timeout
             if timeout > 0, connection.idleDeadline > written.writtenAt + timeout { ring = true }
+            if let deadline = job.deadline, connection.idleDeadline > deadline { ring = true }
         case .none, .inProgress:
             ring = true
         }

@@ -204,6 +204,12 @@ final class SocketConnection: @unchecked Sendable {
             if pool.isCancelled(job) {
                 return (.failure(ClientSocket.error(.cancelled, "The request was cancelled")), fd >= 0)
             }
+            if prewritten == nil, let deadline = job.deadline, DispatchTime.now() >= deadline {
+                // Its deadline passed while it waited (for a connection, or before this resend):
+                // nothing of it was written.
+                let error = Self.deadlineError(job, headOnly: false)
+                return (.failure(ClientSocket.neverSent(.timedOut, error.localizedDescription)), fd >= 0)
+            }
             var reused = false
             if prewritten != nil, fd >= 0 {
                 // The caller checked the connection before writing on it.
@@ -220,8 +226,9 @@ final class SocketConnection: @unchecked Sendable {
             }
             if fd < 0 {
                 do throws(URLError) {
-                    let timeout = min(
+                    var timeout = min(
                         pool.options.connectTimeout, request.timeout > 0 ? request.timeout : .greatestFiniteMagnitude)
+                    if let deadline = job.deadline { timeout = min(timeout, Self.seconds(until: deadline)) }
                     _ = try ClientSocket.connect(host: key.host, port: key.port, timeout: timeout) { fd in
                         pool.register(fd: fd, connection: self, job: job)
                     }
@@ -430,6 +437,7 @@ final class SocketConnection: @unchecked Sendable {
         let decodes = !RequestHead.namesAcceptEncoding(job.request)
         var inflater: GzipInflater?
         var compressedBytes = 0
+        var decodedBytes = 0
         var received = 0
         var finalHead: HTTPResponseHead?
         var finalFields = HTTPFields()
@@ -449,6 +457,12 @@ final class SocketConnection: @unchecked Sendable {
                         }
                         finalHead = head
                         finalFields = Self.fields(head)
+                        if receiver != nil, job.deadline != nil, timeoutInForce != job.request.timeout {
+                            // A stream's deadline ended with its head: its body is bounded by the
+                            // idle timeout alone.
+                            ClientSocket.setTimeouts(fd, seconds: job.request.timeout)
+                            timeoutInForce = job.request.timeout
+                        }
                         inflater = nil
                         if decodes, decoder.currentFraming != .none, let encoding = head.headers["Content-Encoding"],
                             let gzip = GzipInflater(contentEncoding: encoding)
@@ -469,8 +483,9 @@ final class SocketConnection: @unchecked Sendable {
                         if interim { continue }
                         var data = wireData
                         if inflater != nil {
-                            compressedBytes += wireData.count
-                            data = try inflater!.feed(wireData)
+                            data = try Self.inflate(
+                                wireData, with: &inflater!, ratio: job.request.maximumDecompressionRatio,
+                                compressed: &compressedBytes, decoded: &decodedBytes)
                             if data.isEmpty { continue }
                         }
                         guard let receiver else {
@@ -532,6 +547,10 @@ final class SocketConnection: @unchecked Sendable {
                             : "The connection closed in the middle of the response"),
                     nothingReceived: received == 0)
             }
+            // The deadline bounds the whole response (a stream's head only): interim responses and
+            // bytes trickled one at a time count against it, where the idle timeout restarts.
+            let deadline = finalHead == nil || receiver == nil ? job.deadline : nil
+            if let deadline { try waitNoLongerThan(deadline, job: job, headOnly: receiver != nil) }
             switch ClientSocket.receive(fd, into: buffer) {
             case .bytes(let count):
                 received += count
@@ -541,6 +560,9 @@ final class SocketConnection: @unchecked Sendable {
                 decoder.finish()
             case .failed(let code):
                 if code == EAGAIN || code == EWOULDBLOCK {
+                    if let deadline, Self.seconds(until: deadline) < Self.deadlineSlack {
+                        throw Failure(error: Self.deadlineError(job, headOnly: receiver != nil))
+                    }
                     throw Failure(error: ClientSocket.error(.timedOut, "The request timed out"))
                 }
                 throw Failure(
@@ -551,6 +573,91 @@ final class SocketConnection: @unchecked Sendable {
     }
 
     static func fields(_ head: HTTPResponseHead) -> HTTPFields { head.headers }
+
+    // MARK: - Bounds
+
+    /// How much later than the idle timeout's end the deadline may fall before the socket's
+    /// timeout is shortened to it (no system call per read while a response arrives briskly).
+    static let deadlineSlack: TimeInterval = 0.05
+
+    /// Seconds from now until `deadline` (0 once it passed).
+    static func seconds(until deadline: DispatchTime) -> TimeInterval {
+        let now = DispatchTime.now().uptimeNanoseconds
+        let end = deadline.uptimeNanoseconds
+        return end > now ? TimeInterval(end - now) / 1e9 : 0
+    }
+
+    /// Before a read: throws once `deadline` passed; otherwise makes the read's wait end no later
+    /// than it (the socket's timeout is the smaller of the idle timeout and the time left).
+    private func waitNoLongerThan(_ deadline: DispatchTime, job: SocketJob, headOnly: Bool) throws(Failure) {
+        let left = Self.seconds(until: deadline)
+        guard left > 0 else { throw Failure(error: Self.deadlineError(job, headOnly: headOnly)) }
+        // 0 (or less) in force: no timeout at all.
+        if timeoutInForce > 0, timeoutInForce <= left + Self.deadlineSlack { return }
+        let idle = job.request.timeout > 0 ? job.request.timeout : TimeInterval.greatestFiniteMagnitude
+        // Never 0: a zero socket timeout means none.
+        let wait = max(min(idle, left), 0.001)
+        ClientSocket.setTimeouts(fd, seconds: wait)
+        timeoutInForce = wait
+    }
+
+    /// The error for a response that missed its deadline.
+    static func deadlineError(_ job: SocketJob, headOnly: Bool) -> URLError {
+        let seconds = String(format: "%g", job.request.deadline ?? 0)
+        let what =
+            headOnly
+            ? "The response's head did not arrive within its deadline of \(seconds) s"
+            : "The response did not complete within its deadline of \(seconds) s"
+        return ClientSocket.error(
+            .timedOut,
+            what + " (HTTPRequest.deadline, from Configuration.requestTimeout or the call's timeout: it bounds the "
+                + "whole response, however slowly its bytes or interim responses arrive)")
+    }
+
+    /// The size of the pieces a compressed read is inflated in when a ratio is checked: one piece
+    /// of a bomb inflates to at most about 1,032 times as much (16.5 MiB) before the check.
+    static let inflatePieceSize = 16 * 1024
+
+    /// Inflates `wire`, counting compressed and decoded bytes; with a `ratio`, in pieces checked
+    /// one by one: once a mebibyte was decoded, more than `ratio` times the bytes received fails
+    /// with `URLError(.dataLengthExceedsMaximum)` (a gzip bomb), before the rest is inflated.
+    static func inflate(
+        _ wire: Data, with inflater: inout GzipInflater, ratio: Double?, compressed: inout Int, decoded: inout Int
+    ) throws -> Data {
+        guard let ratio, wire.count > inflatePieceSize else {
+            compressed += wire.count
+            let output = try inflater.feed(wire)
+            decoded += output.count
+            if let ratio { try checkRatio(ratio, compressed: compressed, decoded: decoded) }
+            return output
+        }
+        var output = Data()
+        var start = wire.startIndex
+        while start < wire.endIndex {
+            let end = min(start + inflatePieceSize, wire.endIndex)
+            compressed += end - start
+            let piece = try inflater.feed(wire[start..<end])
+            decoded += piece.count
+            try checkRatio(ratio, compressed: compressed, decoded: decoded)
+            if output.isEmpty { output = piece } else { output.append(piece) }
+            start = end
+        }
+        return output
+    }
+
+    private static func checkRatio(_ ratio: Double, compressed: Int, decoded: Int) throws(Failure) {
+        guard decoded >= 1 << 20, Double(decoded) > ratio * Double(max(compressed, 1)) else { return }
+        throw Failure(
+            error: URLError(
+                .dataLengthExceedsMaximum,
+                userInfo: [
+                    NSLocalizedDescriptionKey:
+                        "The compressed response body inflates more than \(String(format: "%g", ratio)) times "
+                        + "(\(decoded) bytes from \(compressed)) past the limit "
+                        + "Configuration.maximumDecompressionRatio = \(String(format: "%g", ratio)): a gzip bomb? "
+                        + "It was not read further."
+                ]))
+    }
 }
 
 /// The request body as the connection writes it: a file is reopened for every attempt, a

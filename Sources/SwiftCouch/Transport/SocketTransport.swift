@@ -54,8 +54,13 @@ import Foundation
 /// (and `.cannotDecodeContentData` for a compressed body that does not decode).
 ///
 /// **Timeouts.** `HTTPRequest.timeout` bounds each wait for the socket (connecting, every write
-/// and every read), as `URLRequest.timeoutInterval` does: a response that keeps arriving is not
-/// cut off. It also bounds, separately, the time spent waiting in the queue for a connection.
+/// and every read), as `URLRequest.timeoutInterval` does: it restarts with every byte. It also
+/// bounds, separately, the time spent waiting in the queue for a connection.
+/// `HTTPRequest.deadline` bounds the response as a whole, counted from when the transport is
+/// handed the request: each read waits at most the smaller of the idle timeout and the time left,
+/// so a head or body trickled a byte at a time and `1xx` interim responses sent forever end there
+/// with `URLError(.timedOut)` saying so, and the connection is closed. For ``stream(_:receiver:)``
+/// only the head counts; the body is bounded by the idle timeout between bytes.
 ///
 /// **Bodies.** A `Data` body is written with the head in one `sendmsg`. A ``StreamedBody`` is read
 /// in 64 KiB pieces and sent with `Content-Length` (its length is known), or chunked when its
@@ -65,7 +70,11 @@ import Foundation
 /// for `gzip, deflate` and decodes a `Content-Encoding: gzip` (or `deflate`) body as it arrives,
 /// with SwiftCouch's own inflater; the caller sees the decoded bytes and a head without
 /// `Content-Encoding` and `Content-Length`, as if the server had sent them plain. A request that
-/// names its own `Accept-Encoding` gets the body exactly as sent.
+/// names its own `Accept-Encoding` gets the body exactly as sent. With
+/// `HTTPRequest.maximumDecompressionRatio`, the body is inflated in 16 KiB pieces of what
+/// arrives, and one that has decoded at least a mebibyte and more than that ratio times what it
+/// received fails with `URLError(.dataLengthExceedsMaximum)` (a gzip bomb stops early, whole or
+/// streamed).
 ///
 /// **Streaming.** ``stream(_:receiver:)`` delivers the head and then each piece of the body as it
 /// is read. `pause()` stops reading the socket (the server's sends stall once the socket buffers
