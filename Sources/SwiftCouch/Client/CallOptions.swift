@@ -13,7 +13,8 @@ import Foundation
 /// let doc = try await client.value(GetDocumentOperation<JSONValue>(database: "albums", id: "blue"), options: options)
 /// ```
 public struct CallOptions: Sendable {
-    /// How long each attempt may take; nil: ``Configuration/requestTimeout``.
+    /// How long each attempt may take — its response's deadline and its idle timeout, as
+    /// ``Configuration/requestTimeout`` describes; nil: ``Configuration/requestTimeout``.
     public var timeout: TimeInterval?
     /// How this call is retried; nil: ``Configuration/retryPolicy``.
     public var retryPolicy: RetryPolicy?

@@ -109,7 +109,21 @@ public enum SwiftCouchVersion {
 
 /// Everything configurable about a ``CouchDBClient``. Every property has a default, stated on it.
 public struct Configuration: Sendable {
-    /// How long one HTTP request may take before it fails with a transport error. Defaults to 60 seconds.
+    /// How long one HTTP request may take before it fails with a transport error (a call's
+    /// ``CallOptions/timeout`` replaces it for that call). Defaults to 60 seconds.
+    ///
+    /// It is two bounds, each attempt's own (a retry starts both again):
+    /// - the **deadline** for the whole response (``HTTPRequest/deadline``), counted from when the
+    ///   request is handed to the transport: for a whole response its head and every byte of its
+    ///   body, for a stream (row streams, feeds, downloads) its head. Interim `1xx` responses and
+    ///   bytes trickled one at a time count against it: a peer cannot stretch a call past it.
+    /// - the **idle timeout** (``HTTPRequest/timeout``): the longest wait for the next byte. A
+    ///   stream's body is bounded by this alone, so a continuous feed kept alive by heartbeats
+    ///   (sent more often than this) may live forever, and a stalled one ends after this long.
+    ///
+    /// Uploads (a file or stream body) have no deadline: the idle timeout bounds them byte by
+    /// byte. A call that moves a great deal over a slow link (a large `_bulk_docs` body, a long
+    /// `_all_docs` read whole) needs a timeout that covers all of it, or a stream.
     public var requestTimeout: TimeInterval = 60
     /// When requests are retried (429, optionally 5xx). Defaults to ``RetryPolicy/default``.
     public var retryPolicy: RetryPolicy = .default

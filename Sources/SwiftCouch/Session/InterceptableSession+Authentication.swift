@@ -118,6 +118,7 @@ extension InterceptableSession {
         case .none, .fixedHeader:
             return
         }
+        applyBounds(to: &request)
         addUserAgent(to: &request)
         configuration.logHandler?(
             LogEvent(level: .info, message: "Authenticating \(scheme.principal) at \(request.url.host ?? "")"))

@@ -285,6 +285,7 @@ extension InterceptableSession {
                 request.headers["Cookie"] = "AuthSession=\(credential)"
             }
         }
+        applyBounds(to: &request)
         let handle = RequestHandle(request: request) { [self] result in
             queue.async { self.sessionChecked(result, generation: generation) }
         }

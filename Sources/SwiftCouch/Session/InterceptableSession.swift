@@ -183,6 +183,7 @@ public final class InterceptableSession: @unchecked Sendable {
         if request.maximumResponseBodySize == nil {
             request.maximumResponseBodySize = configuration.maximumResponseBodySize
         }
+        applyBounds(to: &request)
         addUserAgent(to: &request)
         let handle = RequestHandle(request: copy request, registry: registry, completion: completion)
         guard registry.add(handle) else {
@@ -197,6 +198,18 @@ public final class InterceptableSession: @unchecked Sendable {
             queue.async { self.authorize(attempt) }
         }
         return handle
+    }
+
+    /// Sets the request's ``HTTPRequest/deadline`` (when it has none) to its timeout — the call's
+    /// own, or ``Configuration/requestTimeout`` — and its ``HTTPRequest/maximumDecompressionRatio``
+    /// (when it has none) from the configuration. An upload (a ``StreamedBody``: a file or a
+    /// stream, as large as it is) gets no deadline: its response follows the whole upload, which
+    /// the idle timeout bounds byte by byte.
+    func applyBounds(to request: inout HTTPRequest) {
+        if request.deadline == nil, request.streamedBody == nil { request.deadline = request.timeout }
+        if request.maximumDecompressionRatio == nil {
+            request.maximumDecompressionRatio = configuration.maximumDecompressionRatio
+        }
     }
 
     /// Sends `request` like ``send(_:isIdempotent:completion:)`` — same authentication, renewal and
@@ -223,6 +236,7 @@ public final class InterceptableSession: @unchecked Sendable {
         // another: one at a time, and nothing after `complete`.
         let receiver = SerialReceiver(receiver)
         var request = request
+        applyBounds(to: &request)
         addUserAgent(to: &request)
         let handle = RequestHandle(request: request, registry: registry) { result in
             switch result {
