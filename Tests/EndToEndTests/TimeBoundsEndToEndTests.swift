@@ -237,10 +237,11 @@ private func bounded<T: Sendable>(
         return true
     }
     let result = await task.result
-    let fired = (try? await { () async throws -> Bool in
-        watchdog.cancel()
-        return try await watchdog.value
-    }()) ?? false
+    let fired =
+        (try? await { () async throws -> Bool in
+            watchdog.cancel()
+            return try await watchdog.value
+        }()) ?? false
     if fired { Issue.record("the call did not end within \(seconds) s", sourceLocation: sourceLocation) }
     return result
 }

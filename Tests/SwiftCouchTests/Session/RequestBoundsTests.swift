@@ -26,7 +26,7 @@ struct RequestBoundsTests {
         }
     }
 
-    @Test("requestTimeout is each request's deadline (the login's too), a call's own timeout its own; ratio from config")
+    @Test("requestTimeout is each request's deadline (the login's too), a call's timeout its own; ratio from config")
     func deadlineAndRatio() async throws {
         let server = FakeCookieServer()
         let captured = Captured()

@@ -345,7 +345,9 @@ final class HTTPServer: @unchecked Sendable {
                 let server = self.server
                 let writer = RawReplyWriter(
                     keepAlive: keepAlive, method: head.method, fd: fd,
-                    headBytes: { [keepAlive] in connection.responseHead($0, request: head, keepAlive: keepAlive).serialized },
+                    headBytes: { [keepAlive] in
+                        connection.responseHead($0, request: head, keepAlive: keepAlive).serialized
+                    },
                     isStopping: { server.isStopping })
                 return write(writer) && keepAlive && !server.isStopping
             }
