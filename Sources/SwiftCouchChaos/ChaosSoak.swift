@@ -33,6 +33,10 @@ struct ChaosSoak {
             (.tooManyRequestsThenClose(retryAfter: nil, seconds: 0.05), 0.02, .any),
             (.dropAfterProcessing, 0.02, .any),
             (.slowHead(seconds: 0.1), 0.01, .any),
+            // Hostile peers (issue 24): a Retry-After that is no number, interim responses first.
+            (.tooManyRequests(retryAfter: "nan"), 0.02, .any),
+            (.interim(seconds: 0.01, count: 3), 0.02, .any),
+            (.tooManyRequests(retryAfter: "nan"), 0.1, .path("/_session", method: "POST")),
             (.tooManyRequests(retryAfter: nil), 0.25, .path("/_session", method: "POST")),
             (.dropConnection, 0.05, .path("/_session", method: "POST")),
         ]
