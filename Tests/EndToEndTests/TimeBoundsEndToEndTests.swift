@@ -186,6 +186,67 @@ struct TimeBoundsEndToEndTests {
         }
     }
 
+    @Test("A continuous feed kept alive by heartbeats outlives requestTimeout; one without heartbeats stalls and ends")
+    func feedsLiveByHeartbeatsAndStallWithout() async throws {
+        guard E2EEnvironment.shared.testServer != nil else { return }
+        let server = try TestServer.start()
+        defer { server.stop() }
+        var configuration = Configuration()
+        configuration.requestTimeout = 1
+        configuration.transport = SocketTransport()
+        let client = CouchDBClient(
+            url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
+            configuration: configuration)
+        defer { client.shutdown() }
+        _ = try await client.execute(CreateDatabaseOperation(name: "feed"))
+
+        // Heartbeats every 0.2 s: the feed stays open for 2.5 s (2.5 × the deadline), no reconnect.
+        var options = ChangesFollower<JSONValue>.Options(mode: .listen)
+        options.continuous = true
+        options.heartbeat = 200
+        options.initialBackoff = 0.01
+        let retries = Locked<[String]>([])
+        let follower = ChangesFollower<JSONValue>(
+            client: client, database: "feed", options: options,
+            onRetry: { error, _ in retries.withLock { $0.append(error.message) } })
+        let writer = Task {
+            for index in 0..<5 {
+                try await Task.sleep(for: .milliseconds(500))
+                _ = try await client.value(
+                    PutDocumentOperation(database: "feed", id: "d\(index)", document: Note(text: "x", n: index)))
+            }
+        }
+        let delivered = try await bounded(seconds: 15) {
+            var ids: Set<String> = []
+            for try await change in follower {
+                ids.insert(change.id)
+                if ids.count == 5 { break }
+            }
+            return ids
+        }
+        try await writer.value
+        #expect((try? delivered.get())?.count == 5, "\(delivered)")
+        #expect(retries.current.isEmpty, "the heartbeat-kept feed was cut: \(retries.current)")
+
+        // No heartbeat: nothing arrives after the head, and the idle timeout (1 s) ends the response.
+        var silent = ChangesFollower<JSONValue>.Options(mode: .listen, since: "now")
+        silent.continuous = true
+        silent.initialBackoff = 5
+        let stalls = Locked<[String]>([])
+        let stalled = ChangesFollower<JSONValue>(
+            client: client, database: "feed", options: silent,
+            onRetry: { error, _ in stalls.withLock { $0.append(error.message) } })
+        let listening = Task {
+            for try await _ in stalled {}
+        }
+        defer { listening.cancel() }
+        let started = DispatchTime.now()
+        while stalls.current.isEmpty, DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds < 5_000_000_000 {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(stalls.current.first?.contains("timed out") == true, "\(stalls.current)")
+    }
+
     @Test("429 with Retry-After nan, inf, -5, 1e300 or garbage: retried within the policy, the call succeeds")
     func hostileRetryAfterOnAnOrdinaryRequest() async throws {
         try await withPrivateTestServer(for: "hostile Retry-After") { server, client in
