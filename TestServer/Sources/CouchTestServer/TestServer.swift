@@ -302,7 +302,15 @@ public final class TestServer: @unchecked Sendable {
                 _ = handler.handle(request)
                 return .drop
             case .slowHead(let seconds):
-                return .slowHead(handler.handle(request), over: seconds)
+                let response = handler.handle(request)
+                return .raw { writer in
+                    let (head, body) = writer.whole(response)
+                    let pause = seconds / Double(max(head.count, 1))
+                    for byte in head {
+                        guard writer.send(Data([byte])), writer.pause(seconds: pause) else { return false }
+                    }
+                    return writer.send(body)
+                }
             case .trickleBody(let seconds):
                 let response = handler.handle(request)
                 return .raw { writer in

@@ -22,8 +22,6 @@ final class HTTPServer: @unchecked Sendable {
         /// Answer as if keeping the connection open, then close it after `after` seconds without
         /// reading anything more (a request the client sent meanwhile meets a reset).
         case responseThenClose(ServerResponse, after: Double)
-        /// Answer with the head sent one byte at a time over `over` seconds.
-        case slowHead(ServerResponse, over: Double)
         /// Answer by writing the bytes yourself, for shapes a plain response cannot take (a body
         /// trickled, interim responses): the closure gets the connection's ``RawReplyWriter`` and
         /// returns whether the connection may serve another request.
@@ -338,8 +336,6 @@ final class HTTPServer: @unchecked Sendable {
                 Thread.sleep(forTimeInterval: seconds)
                 POSIXSocket.resetOnClose(fd)
                 return false
-            case .slowHead(let response, let seconds):
-                return sendSlowHead(response, head: head, keepAlive: keepAlive, over: seconds)
             case .raw(let write):
                 let connection = self
                 let server = self.server
@@ -452,26 +448,6 @@ final class HTTPServer: @unchecked Sendable {
                 guard chunked, writer.isOpen else { return false }
                 return POSIXSocket.sendAll(fd, HTTPSerializer.lastChunk())
             }
-        }
-
-        /// Sends `response` whole, but its head one byte at a time spread over `seconds`.
-        func sendSlowHead(
-            _ response: ServerResponse, head request: HTTPRequestHead, keepAlive: Bool, over seconds: Double
-        )
-            -> Bool
-        {
-            var data = Data()
-            if case .data(let d) = response.body { data = d }
-            var response = response
-            response.headers.remove("Transfer-Encoding")
-            response.headers.set("Content-Length", String(data.count))
-            let head = responseHead(response, request: request, keepAlive: keepAlive).serialized
-            let pause = seconds / Double(max(head.count, 1))
-            for byte in head {
-                guard POSIXSocket.sendAll(fd, Data([byte])) else { return false }
-                Thread.sleep(forTimeInterval: pause)
-            }
-            return POSIXSocket.sendAll(fd, request.method == "HEAD" ? Data() : data) && keepAlive
         }
 
         /// Sends the head declaring the whole body, then half of it, and stops.
