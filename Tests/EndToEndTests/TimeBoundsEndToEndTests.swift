@@ -93,6 +93,31 @@ struct TimeBoundsEndToEndTests {
         }
     }
 
+    @Test("A 503 to a stream whose body trickles (read whole by the session) ends at the deadline")
+    func streamedErrorBodyEndsAtTheDeadline() async throws {
+        let server = try TestServer.start(handler: DeadlineHandler())
+        defer { server.stop() }
+        var configuration = Configuration()
+        configuration.requestTimeout = 1.5
+        configuration.transport = SocketTransport()
+        let client = CouchDBClient(url: server.url, configuration: configuration)
+        defer { client.shutdown() }
+        // 190 bytes of a 503's body at 0.2 s a byte: 38 s, which the session would wait for whole.
+        server.faults.failNext(with: .trickleBody(seconds: 0.2), matching: .path("/unavailable/190"))
+        let outcome = StreamOutcome()
+        let request = HTTPRequest(method: .get, url: server.url(path: "/unavailable/190"), timeout: 1.5)
+        let handle = client.session.stream(request, isIdempotent: true, receiver: outcome)
+        guard let (error, _) = await outcome.waitForEnd(bound: 6.5) else {
+            handle.cancel()
+            Issue.record("the trickled 503 was read past its deadline")
+            return
+        }
+        let couchError = error as? CouchError
+        #expect(couchError?.kind == .transport, "\(String(describing: error))")
+        #expect(couchError?.message.contains("deadline of 1.5 s") == true, "\(String(describing: error))")
+        #expect(outcome.body.isEmpty)
+    }
+
     // MARK: - The socket transport's decompression ratio
 
     @Test("A gzip bomb (a whole body) fails once it inflates past maximumDecompressionRatio")
@@ -374,7 +399,7 @@ private struct DeadlineServer {
     }
 }
 
-/// `/len/N`: N bytes. `/bomb/M[/chunked]`: M gzip members of a mebibyte of zeros each (about
+/// `/len/N`: N bytes. `/unavailable/N`: a 503 with N bytes. `/bomb/M[/chunked]`: M gzip members of a mebibyte of zeros each (about
 /// 1 KiB each), whole or in chunks of 16 KiB. `/text/N`: N bytes of JSON-like text, gzip'd.
 private struct DeadlineHandler: RequestHandler {
     static let member = Gzip.compress(Data(count: 1 << 20))
@@ -388,6 +413,8 @@ private struct DeadlineHandler: RequestHandler {
         switch (segments.first ?? "", segments.count) {
         case ("len", 2):
             return ServerResponse(status: 200, body: .data(Self.bytes(Int(segments[1]) ?? 0)))
+        case ("unavailable", 2):
+            return ServerResponse(status: 503, body: .data(Self.bytes(Int(segments[1]) ?? 0)))
         case ("bomb", 2), ("bomb", 3):
             let members = Int(segments[1]) ?? 0
             let headers: HTTPHeaders = ["Content-Encoding": "gzip"]

@@ -106,6 +106,12 @@ public final class RequestHandle: Cancellable, @unchecked Sendable {
         if claimCompletion() { completion(result) }
     }
 
+    /// Cancels the transfer in flight without completing the request: its attempt ends with
+    /// whatever error the transfer's receiver makes of it (a buffered answer past its deadline).
+    func cancelTransfer() {
+        state.withLock { $0.inFlight }?.cancel()
+    }
+
     /// Marks the request completed without calling the completion (a streamed response that
     /// was delivered straight to its receiver). True the first time only.
     func claimCompletion() -> Bool {

@@ -13,6 +13,9 @@ final class StreamRelay: StreamReceiver, @unchecked Sendable {
     private enum Mode {
         case awaitingHead
         case buffering(HTTPResponse)
+        /// A buffered answer still arriving at its deadline: the transfer is cancelled, and the
+        /// attempt ends with the deadline's error.
+        case expired
         case forwarding
     }
 
@@ -28,6 +31,9 @@ final class StreamRelay: StreamReceiver, @unchecked Sendable {
     private let started: Date
     private let receiver: any StreamReceiver
     private let mode = Locked(Mode.awaitingHead)
+    /// The response's deadline, for an answer the session reads whole (a 429 or 503 to a stream
+    /// whose body trickles): the transport bounds a stream's head only.
+    private let deadline: DispatchTime?
 
     init(
         session: InterceptableSession, attempt: InterceptableSession.Attempt, request: HTTPRequest, generation: Int?,
@@ -39,6 +45,7 @@ final class StreamRelay: StreamReceiver, @unchecked Sendable {
         self.generation = generation
         self.started = started
         self.receiver = receiver
+        self.deadline = SocketJob.deadline(after: request.deadline)
     }
 
     func receive(head: HTTPResponse) {
@@ -57,16 +64,27 @@ final class StreamRelay: StreamReceiver, @unchecked Sendable {
     }
 
     func receive(chunk: Data) {
+        var expired = false
         let forward = mode.withLock { mode -> Bool in
             switch mode {
             case .forwarding: return true
             case .buffering(var response):
+                if let deadline, DispatchTime.now() >= deadline {
+                    mode = .expired
+                    expired = true
+                    return false
+                }
                 if response.body.count < Self.bufferLimit { response.body.append(chunk) }
                 mode = .buffering(response)
+                return false
+            case .expired:
+                expired = true
                 return false
             case .awaitingHead: return false
             }
         }
+        // Again for every chunk that still comes: the transfer may not be tracked yet.
+        if expired { attempt.handle.cancelTransfer() }
         if forward, !attempt.handle.isCancelled {
             receiver.receive(chunk: chunk)
             attempt.handle.holdUntilPauseReachesTransfer()
@@ -85,6 +103,21 @@ final class StreamRelay: StreamReceiver, @unchecked Sendable {
             let result: Result<HTTPResponse, any Error> = error.map { .failure($0) } ?? .success(response)
             session.queue.async { [self] in
                 session.received(result, attempt: attempt, request: request, generation: generation, started: started)
+            }
+        case .expired:
+            let seconds = String(format: "%g", request.deadline ?? 0)
+            let expired = URLError(
+                .timedOut,
+                userInfo: [
+                    NSLocalizedDescriptionKey:
+                        "The response did not complete within its deadline of \(seconds) s (HTTPRequest.deadline, "
+                        + "from Configuration.requestTimeout or the call's timeout): an answer the session reads "
+                        + "whole (\(Self.sessionStatuses.sorted().map(String.init).joined(separator: ", "))) "
+                        + "was still arriving"
+                ])
+            session.queue.async { [self] in
+                session.received(
+                    .failure(expired), attempt: attempt, request: request, generation: generation, started: started)
             }
         case .awaitingHead:
             let result: Result<HTTPResponse, any Error> = .failure(error ?? URLError(.badServerResponse))
