@@ -145,6 +145,15 @@ public struct Configuration: Sendable {
     /// (and inflates) a whole body itself, so ``URLSessionTransport`` can only refuse it once it
     /// has arrived.
     public var maximumResponseBodySize: Int? = 256 << 20
+    /// The largest single element of a streamed answer, in bytes: one row of
+    /// ``CouchDBClient/rows(_:bufferSize:options:)`` (`_all_docs`, views, `_find`, `_changes`, and
+    /// the followers and pagers built on them), one line of a continuous feed, one top-level member
+    /// of a streamed body (`total_rows`, `bookmark`, …; all of them together). It is checked as the
+    /// bytes arrive, so an element that never ends is never held whole: past the limit the stream
+    /// ends with a `.decoding` ``CouchError`` naming it. CouchDB refuses documents larger than its
+    /// `max_document_size` (8,000,000 bytes by default), so the default leaves room for such a
+    /// document in its row. Nil for no limit. Defaults to 16 MiB.
+    public var maximumStreamedElementSize: Int? = 16 << 20
     /// The largest ratio of decoded to received bytes a compressed response body (gzip or
     /// deflate) may inflate by, checked as it inflates once a mebibyte was decoded: a gzip bomb
     /// ends with a transport error that says so, streamed responses and downloads included.
