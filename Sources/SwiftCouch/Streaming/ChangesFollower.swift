@@ -19,7 +19,9 @@ import Foundation
 /// kept alive by heartbeats may last forever, which is what following means; one that stalls
 /// (no byte, not even a heartbeat) ends at the transport's idle timeout and is reopened, as is a
 /// response the server ends; one that ends without delivering a change is reopened after a
-/// backoff, so a server that closes every feed at once is not asked again in a tight loop.
+/// backoff, so a server that closes every feed at once is not asked again in a tight loop. In the
+/// same way, a long-poll answered with no change sooner than CouchDB would answer one (under a
+/// second, or half of ``Options/longPollTimeout``) is followed by a backoff before the next.
 ///
 /// **Checkpoints and the delivery guarantee.** Every change carries its own
 /// ``Change/checkpoint``: save it once the change is handled, and pass it as ``Options/since``
@@ -294,6 +296,12 @@ public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequenc
                 operation.timeout = options.longPollTimeout
             }
         }
+        // A long-poll answered with no change sooner than CouchDB would (it waits for a change or
+        // its timeout) is asked again only after a backoff: a server or proxy that answers every
+        // long-poll at once, empty, is not asked in a tight loop.
+        let soonest = options.heartbeat == nil ? Swift.min(1, Double(options.longPollTimeout) / 2_000) : 1
+        let asked = DispatchTime.now()
+        var answeredTooSoon = false
         do {
             let response = try await client.value(operation)
             // Changes that end where they started cannot be right: asking again would bring the
@@ -308,8 +316,10 @@ public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequenc
             var results = response.results
             // The last change of a batch resumes after everything the batch covered.
             if !results.isEmpty { results[results.count - 1].checkpoint = response.lastSeq }
+            let waited = Double(DispatchTime.now().uptimeNanoseconds - asked.uptimeNanoseconds) / 1e9
+            answeredTooSoon = options.mode == .listen && results.isEmpty && waited < soonest
             state.withLock { state in
-                state.errors = 0
+                if !answeredTooSoon { state.errors = 0 }
                 state.batch = results
                 state.position = 0
                 state.since = response.lastSeq
@@ -322,6 +332,7 @@ public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequenc
         } catch {
             try await recover(from: CouchError.wrapping(error))
         }
+        if answeredTooSoon { try await backOff() }
     }
 }
 

@@ -117,4 +117,13 @@ struct ChangesFollowerEndTests {
         #expect(stopped != nil && (stopped as? CouchError)?.kind != .decoding, "\(String(describing: stopped))")
         #expect(empty.requests < 100, "\(empty.requests) requests in 1.5 s")
     }
+
+    @Test("Listening: a server answering every long-poll at once with no change is not asked in a tight loop")
+    func emptyLongPolls() async {
+        let empty = CountingResponder { _, _ in .json(200, #"{"results":[],"last_seq":"1","pending":0}"#) }
+        let (_, stopped) = await drain(
+            Self.follower(empty, mode: .listen) { $0.maximumBackoff = 0.2 }, within: 1.5)
+        #expect(stopped != nil && (stopped as? CouchError)?.kind != .decoding, "\(String(describing: stopped))")
+        #expect(empty.requests < 100, "\(empty.requests) requests in 1.5 s")
+    }
 }
