@@ -139,7 +139,8 @@ public struct Configuration: Sendable {
     /// The largest whole response body a request accepts, in bytes after gzip inflation: past it
     /// the request fails with a transport error that says so, instead of exhausting memory (a
     /// huge result, a gzip bomb). Streamed results (`rows()`, `pages()`, downloads to files) are
-    /// read piece by piece and not limited. Nil for no limit. Defaults to 256 MiB.
+    /// read piece by piece and not limited by it (see ``maximumStreamedElementSize`` and
+    /// ``DownloadOptions/maximumSize``). Nil for no limit. Defaults to 256 MiB.
     ///
     /// The socket transport stops reading as soon as the limit is passed; `URLSession` collects
     /// (and inflates) a whole body itself, so ``URLSessionTransport`` can only refuse it once it
