@@ -302,7 +302,7 @@ final class ResponseCollector<Op: CouchOperation>: ResultReceiver, @unchecked Se
 
     func receive(chunk: Data) {
         guard failure == nil else { return }
-        if let maximumBodySize, chunk.count > maximumBodySize - body.count {
+        if let maximumBodySize, body.count + chunk.count > maximumBodySize {
             let message =
                 "The upload's response body exceeds the limit of \(maximumBodySize) bytes"
                 + " (Configuration.maximumResponseBodySize); it was not read."
@@ -402,7 +402,7 @@ final class FileWriter: ResultReceiver, @unchecked Sendable {
             return
         }
         guard failure == nil, let handle else { return }
-        if let maximumSize, Int64(chunk.count) > maximumSize - written {
+        if let maximumSize, written + Int64(chunk.count) > maximumSize {
             // Checked before writing: the file never holds more than the limit.
             let message =
                 "The download exceeds its limit of \(maximumSize) bytes (DownloadOptions.maximumSize): more than"

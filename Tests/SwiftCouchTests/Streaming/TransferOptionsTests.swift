@@ -65,4 +65,30 @@ struct TransferOptionsTests {
             #expect(error.message.contains("maximumResponseBodySize"), "\(error)")
         }
     }
+
+    @Test("Limits that are zero, negative or Int.min fail the transfer cleanly instead of trapping")
+    func absurdLimits() async {
+        for size in [Int64.min, -1, 0] {
+            let transport = SimulatedTransport(responses: [SimulatedResponse(status: 200, body: Data(count: 10))])
+            let target = Self.temporaryFile()
+            defer { try? FileManager.default.removeItem(at: target) }
+            let download = try? await Simulation.client(transport: transport).download(
+                GetAttachmentOperation(database: "db", documentID: "doc", name: "a.bin"), to: target,
+                options: DownloadOptions(maximumSize: size)
+            ).value
+            #expect(download == nil, "\(size)")
+        }
+        for size in [Int.min, -1] {
+            let transport = SimulatedTransport(responses: [SimulatedResponse(status: 201, body: Data(count: 10))])
+            var configuration = Configuration()
+            configuration.maximumResponseBodySize = size
+            let client = Simulation.client(transport: transport, configuration: configuration)
+            let upload = try? await client.upload(
+                UploadAttachmentOperation(
+                    database: "db", documentID: "doc", name: "a.txt", revision: nil, contentType: "text/plain",
+                    body: .stream(InputStream(data: Data("hi".utf8)), length: 2))
+            ).value
+            #expect(upload == nil, "\(size)")
+        }
+    }
 }
