@@ -74,6 +74,16 @@ struct RowStreamShapeTests {
         #expect((error as? CouchError)?.statusCode == 404)
         #expect((error as? CouchError)?.error == "not_found")
     }
+    @Test("A continuous feed's closing line nested 1,000,000 deep is an error or metadata, never a crash")
+    func deepClosingLine() async {
+        let deep = String(repeating: "[", count: 1_000_000) + String(repeating: "]", count: 1_000_000)
+        let body = #"{"seq":"1","id":"a","changes":[{"rev":"1-a"}]}"# + "\n" + #"{"last_seq":"# + deep + "}\n"
+        let responder = CountingResponder { _, _ in .json(200, body) }
+        let stream = responder.client().rows(ContinuousChangesOperation(ChangesOperation<JSONValue>(database: "db")))
+        let (_, error) = await drain(stream)
+        // Not a valid closing line, so read as a row, which does not decode: the stream's error.
+        #expect((error as? CouchError)?.kind == .decoding, "\(String(describing: error))")
+    }
 }
 
 extension CouchDBClient {
