@@ -18,7 +18,10 @@ public struct JSONStreamError: Error, Sendable, Equatable, CustomStringConvertib
         self.exceededLimit = exceededLimit
     }
 
-    public var description: String { "Malformed JSON at byte \(offset): \(message)" }
+    public var description: String {
+        exceededLimit == nil
+            ? "Malformed JSON at byte \(offset): \(message)" : "Element too large at byte \(offset): \(message)"
+    }
 }
 
 /// An incremental parser for CouchDB's streamed result bodies that hands out one row at a time.
@@ -353,7 +356,7 @@ public struct JSONRowStreamParser: Sendable {
                     let length = leading(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: p[i..<n])))
                 {
                     // The whole row was here and is taken: go on after it as after any row.
-                    guard length <= limit else { return tooLong(at: consumed + i + length) }
+                    guard length <= limit else { return tooLong(at: consumed + i + length, row: true) }
                     i += length
                     mode = .afterValue
                     continue
@@ -468,9 +471,10 @@ public struct JSONRowStreamParser: Sendable {
         pending.append(contentsOf: bytes)
     }
 
-    /// The error for an element past `maximumElementSize`, found at byte `offset`.
-    private func tooLong(at offset: Int) -> JSONStreamError {
-        let what = capture == .row ? "a row" : "the top-level members other than the rows"
+    /// The error for an element past `maximumElementSize`, found at byte `offset`: a row (by
+    /// default, the one being captured) or the top-level members.
+    private func tooLong(at offset: Int, row: Bool? = nil) -> JSONStreamError {
+        let what = (row ?? (capture == .row)) ? "a row" : "the top-level members other than the rows"
         return JSONStreamError(
             offset: offset, message: "\(what) would hold more than the limit of \(limit) bytes", exceededLimit: limit)
     }

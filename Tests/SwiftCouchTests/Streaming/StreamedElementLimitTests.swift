@@ -78,6 +78,26 @@ struct StreamedElementLimitTests {
         }
     }
 
+    @Test("A row taken whole from one chunk by the strict decoder is held to the limit too, and named a row")
+    func leadingRowOverTheLimit() throws {
+        var parser = JSONRowStreamParser(rowsKey: "rows", maximumElementSize: 100)
+        let row = #"{"id":""# + String(repeating: "w", count: 200) + #""}"#
+        let body = Data(#"{"rows":[\#(row)]}"#.utf8)
+        var decoder = FastJSONDecoder(dateCoding: .iso8601)
+        let error = #expect(throws: JSONStreamError.self) {
+            try parser.feed(
+                body, rows: { _ in },
+                leading: { rest in
+                    var length = 0
+                    _ = decoder.decodeLeadingValue(JSONValue.self, from: rest, length: &length)
+                    return length > 0 ? length : nil
+                })
+        }
+        #expect(error?.exceededLimit == 100)
+        #expect(error?.message.hasPrefix("a row") == true, "\(String(describing: error))")
+        #expect(error?.description.hasPrefix("Element too large") == true)
+    }
+
     @Test("Many small top-level members count together against the limit")
     func manyMembers() {
         var parser = JSONRowStreamParser(rowsKey: "rows", maximumElementSize: 10_000)
