@@ -152,6 +152,75 @@ struct RowStreamLimitsEndToEndTests {
     }
 }
 
+/// Answers a continuous `_changes` request: the first with a blank line and then nothing for 4 s
+/// (a stalled feed), every later one with one change.
+final class StallingFeedHandler: RequestHandler, @unchecked Sendable {
+    // @unchecked Sendable: `count` is behind `lock`.
+    private let lock = NSLock()
+    private var count = 0
+
+    var requests: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return count
+    }
+
+    func handle(_ request: ServerRequest) -> ServerResponse {
+        lock.lock()
+        count += 1
+        let first = count == 1
+        lock.unlock()
+        return ServerResponse(
+            status: 200, headers: ["Content-Type": "application/json"],
+            body: .stream { writer in
+                if first {
+                    writer.write(Data("\n".utf8))
+                    Thread.sleep(forTimeInterval: 4)
+                    return
+                }
+                writer.write(Data((#"{"seq":"1-a","id":"a","changes":[{"rev":"1-a"}]}"# + "\n").utf8))
+            })
+    }
+}
+
+@Suite("End to end: a continuous feed that stalls ends and is reopened")
+struct StalledFeedEndToEndTests {
+    @Test(
+        "A stalled continuous feed (no byte, not even a heartbeat) ends at the request's timeout between bytes and is reopened"
+    )
+    func stalledFeedReopened() async throws {
+        let handler = StallingFeedHandler()
+        let server = try TestServer.start(handler: handler)
+        defer { server.stop() }
+        var configuration = Configuration()
+        configuration.requestTimeout = 0.5
+        configuration.retryPolicy = RetryPolicy(maximumRetries: 0)
+        E2EEnvironment.selectTransport(&configuration)
+        let client = CouchDBClient(url: server.url, configuration: configuration)
+        defer { client.shutdown() }
+        var options = ChangesFollower<JSONValue>.Options(mode: .listen)
+        options.continuous = true
+        options.initialBackoff = 0.01
+        let follower = ChangesFollower<JSONValue>(client: client, database: "db", options: options)
+        let started = ContinuousClock.now
+        let first = Task {
+            var iterator = follower.makeAsyncIterator()
+            return try await iterator.next()?.id
+        }
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(10))
+            first.cancel()
+        }
+        defer { watchdog.cancel() }
+        let id = try await first.value
+        let waited = ContinuousClock.now - started
+        #expect(id == "a")
+        #expect(handler.requests >= 2)
+        // Given up at its timeout (0.5 s), not waited out (the stall lasts 4 s).
+        #expect(waited < .seconds(3.5), "the change came after \(waited)")
+    }
+}
+
 /// Iterates `sequence` until it ends or throws, for at most `seconds`, then cancels it.
 func drainWithin<S: AsyncSequence & Sendable>(_ sequence: S, seconds: Double) async -> (
     elements: Int, error: (any Error)?
