@@ -17,7 +17,7 @@ import Foundation
 ///
 /// A continuous feed (``Options/continuous``) lives as long as the server keeps it open: one
 /// kept alive by heartbeats may last forever, which is what following means; one that stalls
-/// (no byte, not even a heartbeat) ends at the transport's idle timeout and is reopened, as is a
+/// (no byte, not even a heartbeat) ends at the request timeout between bytes and is reopened, as is a
 /// response the server ends; one that ends without delivering a change is reopened after a
 /// backoff, so a server that closes every feed at once is not asked again in a tight loop. In the
 /// same way, a long-poll answered with no change sooner than CouchDB would answer one (under a
