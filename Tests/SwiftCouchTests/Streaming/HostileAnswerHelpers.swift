@@ -11,8 +11,9 @@ import Testing
 
 /// Iterates `sequence` until it ends or throws, for at most `seconds` (then the iteration is
 /// cancelled): the elements taken and the error, if any. A sequence that would loop forever
-/// shows up as a `.cancelled` error here instead of a hung test.
-func drain<S: AsyncSequence & Sendable>(_ sequence: S, within seconds: Double = 10) async -> (
+/// shows up as a `.cancelled` error here instead of a hung test. The default bound is generous:
+/// in a full parallel run on a loaded machine, a test that ends at once may take many seconds.
+func drain<S: AsyncSequence & Sendable>(_ sequence: S, within seconds: Double = 60) async -> (
     elements: Int, error: (any Error)?
 ) where S.Element: Sendable {
     await withTaskGroup(of: (Int, (any Error)?)?.self) { group in
