@@ -153,12 +153,22 @@ public struct Configuration: Sendable {
     /// The largest whole response body a request accepts, in bytes after gzip inflation: past it
     /// the request fails with a transport error that says so, instead of exhausting memory (a
     /// huge result, a gzip bomb). Streamed results (`rows()`, `pages()`, downloads to files) are
-    /// read piece by piece and not limited. Nil for no limit. Defaults to 256 MiB.
+    /// read piece by piece and not limited by it (see ``maximumStreamedElementSize`` and
+    /// ``DownloadOptions/maximumSize``). Nil for no limit. Defaults to 256 MiB.
     ///
     /// The socket transport stops reading as soon as the limit is passed; `URLSession` collects
     /// (and inflates) a whole body itself, so ``URLSessionTransport`` can only refuse it once it
     /// has arrived.
     public var maximumResponseBodySize: Int? = 256 << 20
+    /// The largest single element of a streamed answer, in bytes: one row of
+    /// ``CouchDBClient/rows(_:bufferSize:options:)`` (`_all_docs`, views, `_find`, `_changes`, and
+    /// the followers and pagers built on them), one line of a continuous feed, one top-level member
+    /// of a streamed body (`total_rows`, `bookmark`, …; all of them together). It is checked as the
+    /// bytes arrive, so an element that never ends is never held whole: past the limit the stream
+    /// ends with a `.decoding` ``CouchError`` naming it. CouchDB refuses documents larger than its
+    /// `max_document_size` (8,000,000 bytes by default), so the default leaves room for such a
+    /// document in its row. Nil for no limit. Defaults to 16 MiB.
+    public var maximumStreamedElementSize: Int? = 16 << 20
     /// The largest ratio of decoded to received bytes a compressed response body (gzip or
     /// deflate) may inflate by, checked as it inflates once a mebibyte was decoded: a gzip bomb
     /// ends with a transport error that says so, streamed responses and downloads included.

@@ -50,6 +50,27 @@ public struct UploadAttachmentOperation: JSONOperation {
     public var contentType: String? { attachmentContentType }
 }
 
+/// Limits of one download (``CouchDBClient/download(_:to:options:)``).
+public struct DownloadOptions: Sendable, Hashable {
+    /// The most bytes the download may write to its file (after gzip inflation), checked as they
+    /// are written: past it the transfer is cancelled and fails with a ``CouchError`` naming the
+    /// limit (its ``CouchError/underlying`` a `URLError(.dataLengthExceedsMaximum)`), and the
+    /// partial file is removed. Nil (the default) for no limit: an attachment may be as large as
+    /// the disk; set it when the server is not trusted.
+    public var maximumSize: Int64?
+    /// This download's compression-ratio limit (see ``Configuration/maximumDecompressionRatio``),
+    /// set on its request, for an attachment known to compress far better than JSON (`.infinity`
+    /// lifts the limit; ``maximumSize`` still bounds the file). Nil (the default) for the
+    /// configuration's.
+    public var maximumDecompressionRatio: Double?
+
+    /// Creates options; every limit defaults to none of its own.
+    public init(maximumSize: Int64? = nil, maximumDecompressionRatio: Double? = nil) {
+        self.maximumSize = maximumSize
+        self.maximumDecompressionRatio = maximumDecompressionRatio
+    }
+}
+
 /// What a download to a file produced.
 public struct AttachmentDownload: Sendable, Hashable {
     /// The file the attachment was written to.
@@ -104,35 +125,60 @@ extension CouchDBClient {
     /// ```
     public func upload(_ operation: UploadAttachmentOperation) -> Transfer<DocumentWriteResponse> {
         let total = operation.body.length
-        return transfer(operation, total: total) { receiver in
-            ResponseCollector(operation: operation, total: total, report: receiver)
+        let handle = Locked<RequestHandle?>(nil)
+        let limit = session.configuration.maximumResponseBodySize
+        return transfer(operation, total: total, handle: handle) { receiver in
+            ResponseCollector(operation: operation, total: total, report: receiver, maximumBodySize: limit) {
+                handle.current?.cancel()
+            }
         }
     }
 
     /// Downloads an attachment into `file` (replaced if it exists) as it arrives, never holding it
-    /// in memory, reporting progress.
-    public func download(_ operation: GetAttachmentOperation, to file: URL) -> Transfer<AttachmentDownload> {
-        transfer(operation, total: nil) { report in
-            FileWriter(file: file, report: report)
-        }
+    /// in memory, reporting progress. A download that fails after the file was created removes it:
+    /// the file is there, whole, only when the transfer succeeds.
+    /// - Parameters:
+    ///   - operation: the attachment to read.
+    ///   - file: where to write it.
+    ///   - options: this download's size and compression-ratio limits. Defaults to none of its own
+    ///     (no size limit; the configuration's ratio limit).
+    public func download(
+        _ operation: GetAttachmentOperation, to file: URL, options: DownloadOptions = DownloadOptions()
+    ) -> Transfer<AttachmentDownload> {
+        let handle = Locked<RequestHandle?>(nil)
+        return transfer(
+            operation, total: nil, handle: handle,
+            adjust: { request in
+                if let ratio = options.maximumDecompressionRatio { request.maximumDecompressionRatio = ratio }
+            },
+            makeReceiver: { report in
+                FileWriter(file: file, report: report, maximumSize: options.maximumSize) {
+                    handle.current?.cancel()
+                }
+            })
     }
 
     private func transfer<Op: CouchOperation, Value: Sendable>(
-        _ operation: Op, total: Int64?, makeReceiver: (ProgressReport) -> some ResultReceiver<Value>
+        _ operation: Op, total: Int64?, handle: Locked<RequestHandle?> = Locked(nil),
+        adjust: (inout HTTPRequest) -> Void = { _ in },
+        makeReceiver: (ProgressReport) -> some ResultReceiver<Value>
     ) -> Transfer<Value> {
         let progress = Progress(totalUnitCount: total ?? -1)
         let (events, continuation) = AsyncStream<TransferProgress>.makeStream(bufferingPolicy: .bufferingNewest(64))
         let report = ProgressReport(progress: progress, continuation: continuation)
         let receiver = makeReceiver(report)
-        let handle = Locked<RequestHandle?>(nil)
         var operation = operation
-        let preparation: Result<PreparedRequest, CouchError> = Result { () throws(CouchError) in
-            try PreparedRequest(preparing: &operation, for: self.session)
+        let preparation: Result<(request: HTTPRequest, isIdempotent: Bool), CouchError> = Result {
+            () throws(CouchError) in
+            let prepared = try PreparedRequest(preparing: &operation, for: self.session)
+            var request = prepared.request
+            adjust(&request)
+            return (request, prepared.isIdempotent)
         }
         let session = self.session
         let task = Task { () -> Result<Value, CouchError> in
             defer { continuation.finish() }
-            let prepared: PreparedRequest
+            let prepared: (request: HTTPRequest, isIdempotent: Bool)
             switch preparation {
             case .success(let value): prepared = value
             case .failure(let error): return .failure(error)
@@ -143,6 +189,8 @@ extension CouchDBClient {
                     let started = session.stream(
                         prepared.request, isIdempotent: prepared.isIdempotent, receiver: receiver)
                     handle.withLock { $0 = started }
+                    // Given up before the handle was known (a limit passed by the first chunks).
+                    if receiver.abandoned { started.cancel() }
                 }
             } onCancel: {
                 handle.current?.cancel()
@@ -175,6 +223,12 @@ protocol ResultReceiver<Value>: StreamReceiver {
     associatedtype Value: Sendable
     /// Registers the one callback that receives the result.
     func onFinish(_ callback: @escaping @Sendable (Result<Value, CouchError>) -> Void)
+    /// Whether the receiver has given up on the transfer (which is then to be cancelled).
+    var abandoned: Bool { get }
+}
+
+extension ResultReceiver {
+    var abandoned: Bool { false }
 }
 
 /// Calls its callback once, whether the result or the callback comes first.
@@ -206,10 +260,11 @@ final class FinishGate<Value: Sendable>: Sendable {
     }
 }
 
-/// Collects a (small) response body for an upload and reports upload progress.
+/// Collects a (small) response body for an upload and reports upload progress. The body stops at
+/// `maximumBodySize` (``Configuration/maximumResponseBodySize``), as a whole response does.
 ///
 /// `@unchecked Sendable`: `head` and `body` are touched only from the receiver callbacks, which
-/// come one at a time.
+/// come one at a time; `gaveUp` is behind its lock.
 final class ResponseCollector<Op: CouchOperation>: ResultReceiver, @unchecked Sendable {
     private let operation: Op
     private let total: Int64
@@ -217,12 +272,23 @@ final class ResponseCollector<Op: CouchOperation>: ResultReceiver, @unchecked Se
     private let gate = FinishGate<Op.Response>()
     private var head: HTTPResponse?
     private var body = Data()
+    private let maximumBodySize: Int?
+    private let cancelTransfer: @Sendable () -> Void
+    private let gaveUp = Locked(false)
+    private var failure: CouchError?
 
-    init(operation: Op, total: Int64, report: ProgressReport) {
+    init(
+        operation: Op, total: Int64, report: ProgressReport, maximumBodySize: Int? = nil,
+        cancelTransfer: @escaping @Sendable () -> Void = {}
+    ) {
         self.operation = operation
         self.total = total
         self.report = report
+        self.maximumBodySize = maximumBodySize
+        self.cancelTransfer = cancelTransfer
     }
+
+    var abandoned: Bool { gaveUp.current }
 
     func onFinish(_ callback: @escaping @Sendable (Result<Op.Response, CouchError>) -> Void) {
         gate.onFinish(callback)
@@ -234,9 +300,29 @@ final class ResponseCollector<Op: CouchOperation>: ResultReceiver, @unchecked Se
 
     func receive(head: HTTPResponse) { self.head = head }
 
-    func receive(chunk: Data) { body.append(chunk) }
+    func receive(chunk: Data) {
+        guard failure == nil else { return }
+        if let maximumBodySize, body.count + chunk.count > maximumBodySize {
+            let message =
+                "The upload's response body exceeds the limit of \(maximumBodySize) bytes"
+                + " (Configuration.maximumResponseBodySize); it was not read."
+            failure = CouchError(
+                kind: .transport, message: message, statusCode: head?.statusCode,
+                underlying: URLError(.dataLengthExceedsMaximum, userInfo: [NSLocalizedDescriptionKey: message]),
+                isOutcomeUnknown: true)
+            body = Data()
+            gaveUp.withLock { $0 = true }
+            cancelTransfer()
+            return
+        }
+        body.append(chunk)
+    }
 
     func complete(error: (any Error)?) {
+        if let failure {
+            gate.finish(.failure(failure))
+            return
+        }
         if let error {
             gate.finish(.failure(error as? CouchError ?? CouchError(kind: .transport, message: "\(error)")))
             return
@@ -258,10 +344,11 @@ final class ResponseCollector<Op: CouchOperation>: ResultReceiver, @unchecked Se
     }
 }
 
-/// Writes a downloaded body to a file as it arrives and reports download progress.
+/// Writes a downloaded body to a file as it arrives and reports download progress; stops at
+/// `maximumSize` (cancelling the transfer), and removes the file when the download fails.
 ///
 /// `@unchecked Sendable`: its state is touched only from the receiver callbacks, which come one
-/// at a time.
+/// at a time; `gaveUp` is behind its lock.
 final class FileWriter: ResultReceiver, @unchecked Sendable {
     private let file: URL
     private let report: ProgressReport
@@ -272,11 +359,21 @@ final class FileWriter: ResultReceiver, @unchecked Sendable {
     private var written: Int64 = 0
     private var expected: Int64?
     private var failure: CouchError?
+    private let maximumSize: Int64?
+    private let cancelTransfer: @Sendable () -> Void
+    private let gaveUp = Locked(false)
 
-    init(file: URL, report: ProgressReport) {
+    init(
+        file: URL, report: ProgressReport, maximumSize: Int64? = nil,
+        cancelTransfer: @escaping @Sendable () -> Void = {}
+    ) {
         self.file = file
         self.report = report
+        self.maximumSize = maximumSize
+        self.cancelTransfer = cancelTransfer
     }
+
+    var abandoned: Bool { gaveUp.current }
 
     func onFinish(_ callback: @escaping @Sendable (Result<AttachmentDownload, CouchError>) -> Void) {
         gate.onFinish(callback)
@@ -305,6 +402,20 @@ final class FileWriter: ResultReceiver, @unchecked Sendable {
             return
         }
         guard failure == nil, let handle else { return }
+        if let maximumSize, written + Int64(chunk.count) > maximumSize {
+            // Checked before writing: the file never holds more than the limit.
+            let message =
+                "The download exceeds its limit of \(maximumSize) bytes (DownloadOptions.maximumSize): more than"
+                + " \(written + Int64(chunk.count)) bytes arrived. The transfer was cancelled and the partial file"
+                + " removed."
+            failure = CouchError(
+                kind: .transport, message: message, statusCode: head?.statusCode, method: "GET",
+                underlying: URLError(.dataLengthExceedsMaximum, userInfo: [NSLocalizedDescriptionKey: message]))
+            discardFile()
+            gaveUp.withLock { $0 = true }
+            cancelTransfer()
+            return
+        }
         do {
             try handle.write(contentsOf: chunk)
             written += Int64(chunk.count)
@@ -314,13 +425,28 @@ final class FileWriter: ResultReceiver, @unchecked Sendable {
         }
     }
 
+    /// Closes and removes the file written so far (a failed download leaves nothing behind).
+    private func discardFile() {
+        guard let handle else { return }
+        try? handle.close()
+        self.handle = nil
+        try? FileManager.default.removeItem(at: file)
+    }
+
     func complete(error: (any Error)?) {
-        try? handle?.close()
-        if let error {
-            gate.finish(.failure(error as? CouchError ?? CouchError(kind: .transport, message: "\(error)")))
-        } else if let failure {
+        if let failure {
+            // Ours comes first: the transport's error is the cancellation it caused.
+            discardFile()
             gate.finish(.failure(failure))
-        } else if let head, let errorBody {
+            return
+        }
+        if let error {
+            discardFile()
+            gate.finish(.failure(error as? CouchError ?? CouchError(kind: .transport, message: "\(error)")))
+            return
+        }
+        try? handle?.close()
+        if let head, let errorBody {
             gate.finish(.failure(CouchError.http(status: head.statusCode, body: errorBody, method: "GET", path: nil)))
         } else if let head {
             gate.finish(

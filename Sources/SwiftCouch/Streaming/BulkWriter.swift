@@ -38,7 +38,8 @@ public actor BulkWriter<Document: Encodable & Sendable> {
         public var maximumBatchesInFlight: Int = 4
         /// How many times a row that failed for a retryable reason is written again. Defaults to 3.
         public var rowRetries: Int = 3
-        /// The delay before the first row retry, doubling each time. Defaults to 0.1 seconds.
+        /// The delay before the first row retry, doubling each time (at most a minute). Defaults to
+        /// 0.1 seconds.
         public var rowRetryDelay: TimeInterval = 0.1
         /// Makes the `_id` of a document that has none (so that resending it cannot duplicate it).
         /// Defaults to a random UUID as 32 lowercase hex digits, like CouchDB's own `random` ids.
@@ -292,8 +293,17 @@ public actor BulkWriter<Document: Encodable & Sendable> {
     }
 
     private func backOff(_ attempt: Int) async {
-        let delay = options.rowRetryDelay * pow(2, Double(max(0, attempt - 1)))
+        let delay = Self.retryDelay(attempt: attempt, first: options.rowRetryDelay)
         try? await Task.sleep(nanoseconds: UInt64(delay * 1_000_000_000))
+    }
+
+    /// The wait before the `attempt`-th resend: `first × 2^(attempt-1)`, within 0…60 s whatever
+    /// the setting (one that is not finite or is negative counts as the default, 0.1 s), so no
+    /// ``Options/rowRetryDelay`` or ``Options/rowRetries`` can trap or stall the writer.
+    static func retryDelay(attempt: Int, first: TimeInterval) -> TimeInterval {
+        let first = first.isFinite && first >= 0 ? first : 0.1
+        let delay = first * pow(2, attempt > 1 ? Double(min(attempt - 1, 64)) : 0)
+        return delay.isFinite ? min(delay, 60) : 60
     }
 
     /// The success a resent document's conflict hides, if the stored revision is the one its lost

@@ -5,11 +5,23 @@ import Foundation
 /// Iterate it (`for try await change in follower`) to receive every change at least once, in the
 /// order the server sends them — which is not write order: a database of several shards (CouchDB
 /// 3's default, and every cluster) interleaves its shards. Requests are made as the consumer asks for more (a slow consumer does not make the
-/// follower buffer more than one batch). After a network error, a server restart, a timeout, a
-/// 429 or a 5xx, the follower waits — exponential backoff with full jitter — and resumes from
-/// the last sequence it saw, so nothing is skipped. A 400, 401 (after the session's own renewal
-/// and replay), 403 or 404 ends the iteration with that ``CouchError``: retrying cannot fix
-/// them.
+/// follower buffer more than one batch). After a transient fault — a network error, a lost
+/// connection, a server restart, a timeout (also `408`), a `429` or a 5xx — the follower waits
+/// (exponential backoff with full jitter) and resumes from the last sequence it saw, so nothing is
+/// skipped. Anything retrying cannot fix ends the iteration with its ``CouchError``: any other
+/// 4xx (a 401 after the session's own renewal and replay) or 3xx, and an answer that cannot be
+/// right — one that does not decode (`.decoding`: malformed JSON, a batch without `last_seq`, a
+/// row or line past ``Configuration/maximumStreamedElementSize``), a body past a size or
+/// compression limit, or a full batch whose `last_seq` is the sequence it was asked from (a feed
+/// that does not advance).
+///
+/// A continuous feed (``Options/continuous``) lives as long as the server keeps it open: one
+/// kept alive by heartbeats may last forever, which is what following means; one that stalls
+/// (no byte, not even a heartbeat) ends at the request timeout between bytes and is reopened, as is a
+/// response the server ends; one that ends without delivering a change is reopened after a
+/// backoff, so a server that closes every feed at once is not asked again in a tight loop. In the
+/// same way, a long-poll answered with no change sooner than CouchDB would answer one (under a
+/// second, or half of ``Options/longPollTimeout``) is followed by a backoff before the next.
 ///
 /// **Checkpoints and the delivery guarantee.** Every change carries its own
 /// ``Change/checkpoint``: save it once the change is handled, and pass it as ``Options/since``
@@ -85,8 +97,37 @@ public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequenc
         }
     }
 
-    /// Statuses that end the follow: retrying cannot change them.
+    /// Statuses that end the follow: retrying cannot change them. Every other 3xx and 4xx but
+    /// `408` and `429` ends it too (see ``isTransient(_:)``).
     public static var terminalStatuses: Set<Int> { [400, 401, 403, 404] }
+
+    /// Whether the follower retries after `error`: only transient faults — a transport error
+    /// (a lost connection, a refused connection, a timeout) other than a size or compression
+    /// limit, `408`, `429` and 5xx statuses.
+    public static func isTransient(_ error: CouchError) -> Bool {
+        if let status = error.statusCode {
+            return status == 408 || status == 429 || (500..<600).contains(status)
+        }
+        guard error.kind == .transport else { return false }
+        // A body past maximumResponseBodySize or a compression limit is the same body next time.
+        if let urlError = error.underlying as? URLError, urlError.code == .dataLengthExceedsMaximum { return false }
+        if let inner = error.underlying as? CouchError { return isTransient(inner) }
+        return true
+    }
+
+    /// The longest backoff the follower ever waits, whatever ``Options/maximumBackoff`` says: an hour.
+    static var backoffCap: TimeInterval { 3_600 }
+
+    /// The ceiling of the `attempt`-th backoff (from 1): `initial × 2^(attempt-1)`, at most `maximum`,
+    /// with settings that are not finite or are negative read as their defaults (0.1 s, 60 s) and
+    /// the result within 0…``backoffCap``, so no setting can trap or wait for ever.
+    static func backoffCeiling(attempt: Int, initial: TimeInterval, maximum: TimeInterval) -> TimeInterval {
+        let initial = initial.isFinite && initial >= 0 ? initial : 0.1
+        let maximum = maximum.isFinite && maximum >= 0 ? Swift.min(maximum, backoffCap) : 60
+        let exponent = attempt > 1 ? Double(Swift.min(attempt - 1, 64)) : 0
+        let grown = initial * pow(2, exponent)
+        return grown.isFinite ? Swift.min(grown, maximum) : maximum
+    }
 
     private struct State {
         /// Where the next request starts (the last batch's `last_seq`).
@@ -103,6 +144,8 @@ public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequenc
         var feed: CouchRowStream<Change<Document>>.Iterator?
         /// The change handed out last from a continuous feed.
         var lastHanded: CouchSequence?
+        /// Whether the open continuous feed has delivered a change.
+        var feedDelivered = false
     }
 
     private let client: CouchDBClient
@@ -171,6 +214,7 @@ public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequenc
             if let handed = state.lastHanded { state.processed = handed }
         }
         while true {
+            if state.current.finished { return nil }
             try Task.checkCancellation()
             var feed = state.withLock { state -> CouchRowStream<Change<Document>>.Iterator in
                 if let open = state.feed { return open }
@@ -181,6 +225,7 @@ public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequenc
                 let stream = client.rows(ContinuousChangesOperation(base), bufferSize: options.batchSize)
                 let iterator = stream.makeAsyncIterator()
                 state.feed = iterator
+                state.feedDelivered = false
                 return iterator
             }
             do {
@@ -189,11 +234,17 @@ public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequenc
                         state.errors = 0
                         state.since = change.seq
                         state.lastHanded = change.seq
+                        state.feedDelivered = true
                     }
                     return change
                 }
-                // The server ended the response (its timeout): reopen from where it stopped.
-                state.withLock { $0.feed = nil }
+                // The server ended the response (its timeout): reopen from where it stopped; after
+                // a backoff when it delivered nothing (a server that ends every feed at once).
+                let delivered = state.withLock { state -> Bool in
+                    state.feed = nil
+                    return state.feedDelivered
+                }
+                if !delivered { try await backOff() }
             } catch let error as CouchError {
                 state.withLock { $0.feed = nil }
                 try await recover(from: error)
@@ -201,21 +252,26 @@ public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequenc
         }
     }
 
-    /// Ends the follow on a terminal error; otherwise waits out a jittered backoff.
+    /// Ends the follow unless `error` is transient; then waits out a jittered backoff.
     private func recover(from error: CouchError) async throws {
         if error.kind == .cancelled { throw error }
-        if let status = error.statusCode, Self.terminalStatuses.contains(status) {
+        guard Self.isTransient(error) else {
             state.withLock { $0.finished = true }
             throw error
         }
-        if error.kind == .validation || error.kind == .authentication { throw error }
+        try await backOff(after: error)
+    }
+
+    /// Waits the next backoff (full jitter), telling `onRetry` about `error` if there is one.
+    private func backOff(after error: CouchError? = nil) async throws {
         let attempt = state.withLock { state -> Int in
             state.errors += 1
             return state.errors
         }
-        let ceiling = Swift.min(options.initialBackoff * pow(2, Double(attempt - 1)), options.maximumBackoff)
+        let ceiling = Self.backoffCeiling(
+            attempt: attempt, initial: options.initialBackoff, maximum: options.maximumBackoff)
         let delay = Double.random(in: 0...Swift.max(ceiling, 0.001))
-        onRetry?(error, delay)
+        if let error { onRetry?(error, delay) }
         try await Task.sleep(nanoseconds: UInt64(delay * 1_000_000_000))
     }
 
@@ -240,13 +296,30 @@ public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequenc
                 operation.timeout = options.longPollTimeout
             }
         }
+        // A long-poll answered with no change sooner than CouchDB would (it waits for a change or
+        // its timeout) is asked again only after a backoff: a server or proxy that answers every
+        // long-poll at once, empty, is not asked in a tight loop.
+        let soonest = options.heartbeat == nil ? Swift.min(1, Double(options.longPollTimeout) / 2_000) : 1
+        let asked = DispatchTime.now()
+        var answeredTooSoon = false
         do {
             let response = try await client.value(operation)
+            // Changes that end where they started cannot be right: asking again would bring the
+            // same batch, for ever.
+            if let since, response.lastSeq == since, !response.results.isEmpty {
+                throw CouchError(
+                    kind: .decoding,
+                    message:
+                        "The changes feed does not advance: a batch of \(response.results.count) changes ended at"
+                        + " last_seq \(since), the sequence it was asked from.")
+            }
             var results = response.results
             // The last change of a batch resumes after everything the batch covered.
             if !results.isEmpty { results[results.count - 1].checkpoint = response.lastSeq }
+            let waited = Double(DispatchTime.now().uptimeNanoseconds - asked.uptimeNanoseconds) / 1e9
+            answeredTooSoon = options.mode == .listen && results.isEmpty && waited < soonest
             state.withLock { state in
-                state.errors = 0
+                if !answeredTooSoon { state.errors = 0 }
                 state.batch = results
                 state.position = 0
                 state.since = response.lastSeq
@@ -257,8 +330,9 @@ public final class ChangesFollower<Document: Decodable & Sendable>: AsyncSequenc
                 }
             }
         } catch {
-            try await recover(from: error)
+            try await recover(from: CouchError.wrapping(error))
         }
+        if answeredTooSoon { try await backOff() }
     }
 }
 

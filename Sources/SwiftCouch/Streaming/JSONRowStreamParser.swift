@@ -6,14 +6,22 @@ public struct JSONStreamError: Error, Sendable, Equatable, CustomStringConvertib
     public let offset: Int
     /// What is wrong, in plain words.
     public let message: String
+    /// The size limit an element passed (``JSONRowStreamParser/maximumElementSize``,
+    /// ``NDJSONSplitter/maximumLineLength``), when that is what is wrong; nil for malformed JSON.
+    public let exceededLimit: Int?
 
-    /// Creates an error at `offset` (bytes from the start of the body).
-    public init(offset: Int, message: String) {
+    /// Creates an error at `offset` (bytes from the start of the body); `exceededLimit` is the
+    /// size limit passed, when that is the error.
+    public init(offset: Int, message: String, exceededLimit: Int? = nil) {
         self.offset = offset
         self.message = message
+        self.exceededLimit = exceededLimit
     }
 
-    public var description: String { "Malformed JSON at byte \(offset): \(message)" }
+    public var description: String {
+        exceededLimit == nil
+            ? "Malformed JSON at byte \(offset): \(message)" : "Element too large at byte \(offset): \(message)"
+    }
 }
 
 /// An incremental parser for CouchDB's streamed result bodies that hands out one row at a time.
@@ -26,14 +34,18 @@ public struct JSONStreamError: Error, Sendable, Equatable, CustomStringConvertib
 /// ``metadata``.
 ///
 /// Memory stays flat however many rows arrive: the parser keeps only the bytes of the row (or metadata
-/// value) that is still incomplete at the end of a chunk, plus one byte per nesting level.
+/// value) that is still incomplete at the end of a chunk, plus one byte per nesting level. With a
+/// ``maximumElementSize``, no row and no top-level member may be longer (checked as the bytes arrive,
+/// so an element that never ends is never held whole), and the members other than the rows together
+/// may not be either.
 ///
 /// The whole document is checked against the JSON grammar (brackets, commas, colons, strings and their
 /// escapes, numbers and literals), so row boundaries are exact and malformed bodies are rejected with the
 /// offset of the first bad byte; after an error every later call throws that same error. Bytes inside strings are passed through as they are (UTF-8 validity is
 /// left to whoever decodes the row). A body without the rows member is not an error: CouchDB's error
 /// objects such as `{"error":"not_found","reason":"missing"}` yield no rows and both members in
-/// ``metadata``.
+/// ``metadata`` (``foundRows`` tells the two apart). A rows member that is not an array (an object, a
+/// string, a number, a literal) is an error.
 public struct JSONRowStreamParser: Sendable {
     /// The member whose array elements are the rows, or nil when the top-level value is the array.
     public let rowsKey: String?
@@ -69,6 +81,8 @@ public struct JSONRowStreamParser: Sendable {
     private var currentKey: String?
     /// Stack depth of the rows array while inside it (its elements start at this depth), else -1.
     private var rowsDepth = -1
+    /// Bytes of the metadata kept (names and values), counted against `maximumElementSize`.
+    private var metadataBytes = 0
     /// The first error found; every later call reports it again.
     private var failure: JSONStreamError?
 
@@ -76,11 +90,27 @@ public struct JSONRowStreamParser: Sendable {
     private static let pendingShrinkThreshold = 64 * 1024
 
     /// Creates a parser.
-    /// - Parameter rowsKey: the top-level member whose array elements are the rows (`"rows"`, `"results"`,
-    ///   `"docs"`); nil when the top-level value is itself the array of rows.
-    public init(rowsKey: String?) {
+    /// - Parameters:
+    ///   - rowsKey: the top-level member whose array elements are the rows (`"rows"`, `"results"`,
+    ///     `"docs"`); nil when the top-level value is itself the array of rows.
+    ///   - maximumElementSize: the most bytes one row may have, and all the top-level members other
+    ///     than the rows together (names and values); nil (the default) for no limit.
+    public init(rowsKey: String?, maximumElementSize: Int? = nil) {
         self.rowsKey = rowsKey
+        self.maximumElementSize = maximumElementSize
+        self.limit = maximumElementSize ?? Int.max
     }
+
+    /// The most bytes one row may have, and the top-level members other than the rows together
+    /// (names and values). Past it the parser throws a ``JSONStreamError`` whose
+    /// ``JSONStreamError/exceededLimit`` is this limit, as soon as the bytes that pass it arrive.
+    /// Nil for no limit.
+    public let maximumElementSize: Int?
+    /// `maximumElementSize`, or `Int.max`.
+    private let limit: Int
+
+    /// Whether the rows member (or, without a rows key, the top-level array) has been found.
+    public private(set) var foundRows = false
 
     /// Bytes the parser is holding on to between calls (capacity of its buffers); for memory tests.
     var bufferedByteCount: Int { pending.capacity + stack.capacity }
@@ -204,12 +234,15 @@ public struct JSONRowStreamParser: Sendable {
                     if stringIsKey {
                         mode = .colon
                         if capture == .key {
+                            if metadataBytes + pending.count + (i - captureStart) > limit {
+                                return tooLong(at: consumed + i)
+                            }
                             currentKey = Self.decodeKey(pending, p, captureStart, i)
                             pending.removeAll(keepingCapacity: true)
                             capture = .none
                         }
-                    } else {
-                        valueEnded(p, captureStart, i, emit)
+                    } else if !valueEnded(p, captureStart, i, emit) {
+                        return tooLong(at: consumed + i)
                     }
                 } else if b == 0x5C {
                     mode = .escape
@@ -286,7 +319,7 @@ public struct JSONRowStreamParser: Sendable {
                     continue
                 }
                 // The number ended just before this byte; look at the byte again as what follows a value.
-                valueEnded(p, captureStart, i, emit)
+                guard valueEnded(p, captureStart, i, emit) else { return tooLong(at: consumed + i) }
                 continue
 
             case .literal:
@@ -294,7 +327,9 @@ public struct JSONRowStreamParser: Sendable {
                 guard c == expected[literalIndex] else { return fail("invalid literal") }
                 literalIndex += 1
                 i += 1
-                if literalIndex == expected.count { valueEnded(p, captureStart, i, emit) }
+                if literalIndex == expected.count, !valueEnded(p, captureStart, i, emit) {
+                    return tooLong(at: consumed + i)
+                }
                 continue
 
             default:
@@ -312,7 +347,7 @@ public struct JSONRowStreamParser: Sendable {
                     stack.removeLast()
                     if stack.count + 1 == rowsDepth { rowsDepth = -1 }
                     i += 1
-                    valueEnded(p, captureStart, i, emit)
+                    guard valueEnded(p, captureStart, i, emit) else { return tooLong(at: consumed + i) }
                     continue
                 }
                 // A value starts here: decide whether it is a row, a metadata value or the rows array.
@@ -321,6 +356,7 @@ public struct JSONRowStreamParser: Sendable {
                     let length = leading(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: p[i..<n])))
                 {
                     // The whole row was here and is taken: go on after it as after any row.
+                    guard length <= limit else { return tooLong(at: consumed + i + length, row: true) }
                     i += length
                     mode = .afterValue
                     continue
@@ -330,8 +366,10 @@ public struct JSONRowStreamParser: Sendable {
                     captureDepth = depth
                     captureStart = i
                 } else if depth == 1 && stack[0] == 1 {
-                    if c == 0x5B, let rowsKey, currentKey == rowsKey {
+                    if let rowsKey, currentKey == rowsKey {
+                        guard c == 0x5B else { return fail("the \"\(rowsKey)\" member is not an array") }
                         rowsDepth = 2
+                        foundRows = true
                     } else {
                         capture = .meta
                         captureDepth = depth
@@ -343,6 +381,7 @@ public struct JSONRowStreamParser: Sendable {
                             return fail("expected a JSON object with a \"\(rowsKey!)\" member, found an array")
                         }
                         rowsDepth = 1
+                        foundRows = true
                     } else if c != 0x7B {
                         return fail("expected a JSON object or array")
                     }
@@ -377,7 +416,7 @@ public struct JSONRowStreamParser: Sendable {
                     }
                 } else if c == 0x7D && mode == .objectFirst {
                     stack.removeLast()
-                    valueEnded(p, captureStart, i + 1, emit)
+                    guard valueEnded(p, captureStart, i + 1, emit) else { return tooLong(at: consumed + i + 1) }
                 } else {
                     return fail(mode == .objectFirst ? "expected a member name or '}'" : "expected a member name")
                 }
@@ -394,11 +433,11 @@ public struct JSONRowStreamParser: Sendable {
                     mode = inObject ? .objectKey : .value
                 } else if c == 0x7D && inObject {
                     stack.removeLast()
-                    valueEnded(p, captureStart, i + 1, emit)
+                    guard valueEnded(p, captureStart, i + 1, emit) else { return tooLong(at: consumed + i + 1) }
                 } else if c == 0x5D && !inObject {
                     stack.removeLast()
                     if stack.count + 1 == rowsDepth { rowsDepth = -1 }
-                    valueEnded(p, captureStart, i + 1, emit)
+                    guard valueEnded(p, captureStart, i + 1, emit) else { return tooLong(at: consumed + i + 1) }
                 } else {
                     return fail(inObject ? "expected ',' or '}'" : "expected ',' or ']'")
                 }
@@ -413,19 +452,50 @@ public struct JSONRowStreamParser: Sendable {
         }
 
         if capture != .none {
-            pending.append(contentsOf: UnsafeBufferPointer(rebasing: p[captureStart..<n]))
+            // Checked before the bytes are kept: an element that never ends is never held whole.
+            let held = pending.count + (n - captureStart) + (capture == .row ? 0 : metadataBytes)
+            if held > limit { return tooLong(at: consumed + n) }
+            keep(UnsafeBufferPointer(rebasing: p[captureStart..<n]))
         }
         consumed += n
         return nil
     }
 
+    /// Appends to `pending`, growing it geometrically but never past the limit (so what is held
+    /// stays within the limit, not within twice it).
+    private mutating func keep(_ bytes: UnsafeBufferPointer<UInt8>) {
+        let needed = pending.count + bytes.count
+        if needed > pending.capacity, limit != Int.max {
+            pending.reserveCapacity(Swift.min(Swift.max(needed, pending.capacity * 2), limit))
+        }
+        pending.append(contentsOf: bytes)
+    }
+
+    /// The error for an element past `maximumElementSize`, found at byte `offset`: a row (by
+    /// default, the one being captured) or the top-level members.
+    private func tooLong(at offset: Int, row: Bool? = nil) -> JSONStreamError {
+        let what = (row ?? (capture == .row)) ? "a row" : "the top-level members other than the rows"
+        return JSONStreamError(
+            offset: offset, message: "\(what) would hold more than the limit of \(limit) bytes", exceededLimit: limit)
+    }
+
     /// A value ended at `end` (exclusive): emit it if it is the captured row or metadata value.
+    /// False, emitting nothing, when that value is longer than the limit.
     @inline(__always)
     private mutating func valueEnded(
         _ p: UnsafeBufferPointer<UInt8>, _ captureStart: Int, _ end: Int, _ emit: (UnsafeRawBufferPointer) -> Void
-    ) {
+    ) -> Bool {
         mode = stack.isEmpty ? .done : .afterValue
-        guard capture != .none, stack.count == captureDepth else { return }
+        guard capture != .none, stack.count == captureDepth else { return true }
+        let size = pending.count + (end - captureStart)
+        if capture == .row {
+            if size > limit { return false }
+        } else if let key = currentKey {
+            let replaced = metadata[key].map { $0.count + key.utf8.count } ?? 0
+            let total = metadataBytes - replaced + key.utf8.count + size
+            if total > limit { return false }
+            metadataBytes = total
+        }
         if pending.isEmpty {
             // The whole value is in this chunk: handed out in place, nothing copied.
             let bytes = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: p[captureStart..<end]))
@@ -450,6 +520,7 @@ public struct JSONRowStreamParser: Sendable {
             }
         }
         capture = .none
+        return true
     }
 
     /// The name of a top-level member from its quoted bytes (pending plus `p[start..<end]`).

@@ -11,28 +11,37 @@ public protocol RowStreamingOperation: CouchOperation {
     /// Whether the response is newline-delimited JSON, one row per line (continuous `_changes`),
     /// instead of one JSON document. Defaults to false.
     var isLineDelimited: Bool { get }
+    /// Top-level members a successful response must have besides the rows (`last_seq` for
+    /// `_changes`): a stream whose body ends without one fails with a `.decoding` ``CouchError``,
+    /// as reading the whole response would. Defaults to none.
+    var requiredMetadata: [String] { get }
 }
 
 extension RowStreamingOperation {
     public var isLineDelimited: Bool { false }
+    public var requiredMetadata: [String] { [] }
 }
 
 /// How a streamed body is cut into rows: one JSON document with an array of rows, or one row per
-/// line (where a line holding `last_seq` is the feed's closing metadata).
+/// line (where a line holding `last_seq` is the feed's closing metadata). No row, line or
+/// top-level member may be longer than `maximumElementSize` (nil: no limit).
 struct RowFraming: Sendable {
     private var parser: JSONRowStreamParser?
     private var lines: NDJSONSplitter?
     private(set) var lineMetadata: [String: Data] = [:]
 
-    init(rowsKey: String?, lineDelimited: Bool) {
+    init(rowsKey: String?, lineDelimited: Bool, maximumElementSize: Int? = nil) {
         if lineDelimited {
-            lines = NDJSONSplitter()
+            lines = NDJSONSplitter(maximumLineLength: maximumElementSize)
         } else {
-            parser = JSONRowStreamParser(rowsKey: rowsKey)
+            parser = JSONRowStreamParser(rowsKey: rowsKey, maximumElementSize: maximumElementSize)
         }
     }
 
     var metadata: [String: Data] { parser?.metadata ?? lineMetadata }
+
+    /// Whether the body had its rows array (always true for lines, which have none to miss).
+    var foundRows: Bool { parser?.foundRows ?? true }
 
     /// Cuts `chunk` into rows, handing each to `emit` as its bytes (valid only during the call),
     /// after offering it to `leading` (see `JSONRowStreamParser.feed(_:rows:leading:)`).
@@ -44,7 +53,7 @@ struct RowFraming: Sendable {
             try parser!.feed(chunk, rows: emit, leading: leading)
             return
         }
-        for line in separate(lines!.feed(chunk)) { line.withUnsafeBytes(emit) }
+        for line in separate(try lines!.feed(chunk)) { line.withUnsafeBytes(emit) }
     }
 
     mutating func finish() throws {
@@ -81,6 +90,13 @@ struct RowFraming: Sendable {
 /// A stream can be iterated once. The response's other top-level members (`total_rows`,
 /// `offset`, `update_seq`, `last_seq`, `pending`, `bookmark`, `warning`) are in ``metadata``:
 /// those before the rows as soon as the rows start, all of them once the iteration has ended.
+///
+/// An answer that is not the one expected ends the iteration with a `.decoding` ``CouchError``
+/// carrying the status and the start of the body, never with a success: a row, a feed line or
+/// the top-level members longer than ``Configuration/maximumStreamedElementSize`` (checked as the
+/// bytes arrive, so memory stays bounded whatever the server sends), malformed JSON, a rows member
+/// that is not an array, a body without it or without a member the operation requires
+/// (``RowStreamingOperation/requiredMetadata``).
 public final class CouchRowStream<Row: Decodable & Sendable>: AsyncSequence, Sendable {
     public typealias Element = Row
 
@@ -89,11 +105,12 @@ public final class CouchRowStream<Row: Decodable & Sendable>: AsyncSequence, Sen
     init(
         start: @escaping @Sendable (any StreamReceiver, (RequestHandle) -> Void) -> Void, rowsKey: String?,
         lineDelimited: Bool,
-        bufferSize: Int, decoder: JSONDecoder, dateCoding: DateCoding = .iso8601, preflightError: CouchError?
+        bufferSize: Int, decoder: JSONDecoder, dateCoding: DateCoding = .iso8601, preflightError: CouchError?,
+        limits: RowStreamLimits = RowStreamLimits()
     ) {
         state = RowStreamState(
             start: start, rowsKey: rowsKey, lineDelimited: lineDelimited, bufferSize: Swift.max(2, bufferSize),
-            decoder: decoder, dateCoding: dateCoding, preflightError: preflightError)
+            decoder: decoder, dateCoding: dateCoding, preflightError: preflightError, limits: limits)
     }
 
     /// The response's top-level members other than the rows, as free-form JSON.
@@ -159,6 +176,15 @@ final class IterationOwner<Row: Decodable & Sendable>: @unchecked Sendable {
     }
 }
 
+/// What a row stream checks besides the JSON grammar: the size of one element
+/// (``Configuration/maximumStreamedElementSize``) and the members a good answer has.
+struct RowStreamLimits: Sendable {
+    /// The most bytes of one row, line or the top-level members together; nil for no limit.
+    var maximumElementSize: Int?
+    /// Top-level members a 2xx body must have (``RowStreamingOperation/requiredMetadata``).
+    var requiredMetadata: [String] = []
+}
+
 /// The buffer between the transport (producer) and the iterator (consumer).
 ///
 /// The producer decodes the rows of each chunk on the transport's thread and appends them under
@@ -203,18 +229,27 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
     private let preflightError: CouchError?
     private var parser: RowFraming
     private var errorBody: Data?
+    private let rowsKey: String?
+    private let limits: RowStreamLimits
+    /// The first bytes of a successful body, quoted in decoding errors as `value()` quotes a body.
+    private var bodyExcerpt = Data()
+    private static var excerptLength: Int { 2_000 }
 
     init(
         start: @escaping @Sendable (any StreamReceiver, (RequestHandle) -> Void) -> Void, rowsKey: String?,
         lineDelimited: Bool,
-        bufferSize: Int, decoder: JSONDecoder, dateCoding: DateCoding, preflightError: CouchError?
+        bufferSize: Int, decoder: JSONDecoder, dateCoding: DateCoding, preflightError: CouchError?,
+        limits: RowStreamLimits = RowStreamLimits()
     ) {
         self.start = start
         self.bufferSize = bufferSize
         self.decoder = decoder
         self.fastDecoder = JSONDecoder.isCouchDefault(decoder) ? FastJSONDecoder(dateCoding: dateCoding) : nil
         self.preflightError = preflightError
-        self.parser = RowFraming(rowsKey: rowsKey, lineDelimited: lineDelimited)
+        self.rowsKey = lineDelimited ? nil : rowsKey
+        self.limits = limits
+        self.parser = RowFraming(
+            rowsKey: rowsKey, lineDelimited: lineDelimited, maximumElementSize: limits.maximumElementSize)
     }
 
     /// One row from its bytes.
@@ -333,6 +368,9 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
             if errorBody!.count < 1 << 20 { errorBody!.append(chunk) }
             return
         }
+        if bodyExcerpt.count < Self.excerptLength {
+            bodyExcerpt.append(chunk.prefix(Self.excerptLength - bodyExcerpt.count))
+        }
         var decoded: [Row] = []
         var failure: CouchError?
         /// One row, from its bytes.
@@ -427,15 +465,41 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
         }
         let metadata = parser.metadata
         shared.withLock { $0.metadata = metadata }
+        // A body that parsed but is not the answer expected fails as `value()` would.
+        if let rowsKey, !parser.foundRows {
+            finish(.failure(wrongAnswer("has no \"\(rowsKey)\" array")))
+            return
+        }
+        if let missing = limits.requiredMetadata.first(where: { metadata[$0] == nil }) {
+            finish(.failure(wrongAnswer("has no \"\(missing)\" member")))
+            return
+        }
         finish(.success(()))
     }
 
+    /// A `.decoding` error for a body that is not the answer expected, with its status and the
+    /// start of the body (CouchDB's `error` and `reason` when it is an error object).
+    private func wrongAnswer(_ what: String, underlying: (any Error)? = nil) -> CouchError {
+        let status = shared.current.statusCode ?? 0
+        var error = CouchError.http(status: status, body: bodyExcerpt, method: nil, path: nil, kind: .decoding)
+        if error.bodyText == nil, error.error == nil {
+            error.bodyText = String(decoding: bodyExcerpt, as: UTF8.self)
+        }
+        error.message = "The streamed response (HTTP \(status)) \(what)"
+        error.underlying = underlying
+        return error
+    }
+
     private func failParsing(_ error: any Error) {
-        finish(
-            .failure(
-                CouchError(
-                    kind: .decoding, message: "The response is not the JSON expected: \(error)",
-                    statusCode: shared.current.statusCode, underlying: error)))
+        if let streamError = error as? JSONStreamError, let limit = streamError.exceededLimit {
+            finish(
+                .failure(
+                    wrongAnswer(
+                        "has an element larger than Configuration.maximumStreamedElementSize (\(limit) bytes): "
+                            + "\(streamError.message); it was not read", underlying: error)))
+        } else {
+            finish(.failure(wrongAnswer("is not the JSON expected: \(error)", underlying: error)))
+        }
         shared.current.handle?.cancel()
     }
 
@@ -488,7 +552,10 @@ extension CouchDBClient {
                     prepared.request, isIdempotent: prepared.isIdempotent, receiver: receiver, beforeStart: attach)
             }, rowsKey: operation.rowsKey, lineDelimited: operation.isLineDelimited, bufferSize: bufferSize,
             decoder: DateCoding.with(session.configuration.dateCoding) { JSONDecoder.couch },
-            dateCoding: session.configuration.dateCoding, preflightError: nil)
+            dateCoding: session.configuration.dateCoding, preflightError: nil,
+            limits: RowStreamLimits(
+                maximumElementSize: session.configuration.maximumStreamedElementSize,
+                requiredMetadata: operation.requiredMetadata))
     }
 }
 
@@ -509,4 +576,5 @@ extension FindOperation: RowStreamingOperation {
 extension ChangesOperation: RowStreamingOperation {
     public typealias Row = Change<Document>
     public var rowsKey: String? { "results" }
+    public var requiredMetadata: [String] { ["last_seq"] }
 }

@@ -299,8 +299,9 @@ enum StreamFixtures {
         #expect(parsed.rows == [Data("3".utf8), Data("\"4\"".utf8)])
         #expect(parsed.metadata["meta"] == Data("{\"rows\":[1,2]}".utf8))
         #expect(parsed.metadata["rows2"] == Data("[5]".utf8))
-        // A rows member that is not an array is metadata.
-        #expect(try parse("{\"rows\":null}", rowsKey: "rows").metadata["rows"] == Data("null".utf8))
+        // A rows member that is not an array is an error (issue 24: it was metadata, and a stream
+        // over it ended with no rows as if that were the answer).
+        #expect(throws: JSONStreamError.self) { try parse("{\"rows\":null}", rowsKey: "rows") }
     }
 
     @Test func trickyStringsAndScalarsSplitEverywhere() throws {

@@ -4,35 +4,35 @@ import Testing
 @testable import SwiftCouch
 
 @Suite struct NDJSONSplitterTests {
-    func split(_ bytes: [UInt8], cuts: [Int]) -> [Data] {
+    func split(_ bytes: [UInt8], cuts: [Int]) throws -> [Data] {
         var splitter = NDJSONSplitter()
         var lines: [Data] = []
         var start = 0
         for cut in cuts + [bytes.count] where cut >= start {
-            lines += splitter.feed(bytes[start..<cut])
+            lines += try splitter.feed(bytes[start..<cut])
             start = cut
         }
         if let last = splitter.finish() { lines.append(last) }
         return lines
     }
 
-    @Test func linesWithLFAndCRLFAndHeartbeats() {
+    @Test func linesWithLFAndCRLFAndHeartbeats() throws {
         let text = "\n{\"seq\":1,\"id\":\"a\"}\n\n\r\n{\"seq\":2,\"id\":\"b\"}\r\n  \n{\"last_seq\":2}"
         let expected = ["{\"seq\":1,\"id\":\"a\"}", "{\"seq\":2,\"id\":\"b\"}", "{\"last_seq\":2}"].map {
             Data($0.utf8)
         }
         let bytes = Array(text.utf8)
-        #expect(split(bytes, cuts: []) == expected)
-        for cut in 0...bytes.count { #expect(split(bytes, cuts: [cut]) == expected, "split at \(cut)") }
-        #expect(split(bytes, cuts: Array(0..<bytes.count)) == expected)
+        #expect(try split(bytes, cuts: []) == expected)
+        for cut in 0...bytes.count { #expect(try split(bytes, cuts: [cut]) == expected, "split at \(cut)") }
+        #expect(try split(bytes, cuts: Array(0..<bytes.count)) == expected)
     }
 
-    @Test func finishReturnsOnlyANonBlankLastLine() {
+    @Test func finishReturnsOnlyANonBlankLastLine() throws {
         var splitter = NDJSONSplitter()
-        #expect(splitter.feed(Data("{\"a\":1}\n\n\n".utf8)) == [Data("{\"a\":1}".utf8)])
+        #expect(try splitter.feed(Data("{\"a\":1}\n\n\n".utf8)) == [Data("{\"a\":1}".utf8)])
         #expect(splitter.finish() == nil)
-        #expect(splitter.feed(Array("{\"b\"".utf8)).isEmpty)
-        #expect(splitter.feed(Array(":2}".utf8)).isEmpty)
+        #expect(try splitter.feed(Array("{\"b\"".utf8)).isEmpty)
+        #expect(try splitter.feed(Array(":2}".utf8)).isEmpty)
         #expect(splitter.finish() == Data("{\"b\":2}".utf8))
         #expect(splitter.finish() == nil)
     }
@@ -49,7 +49,7 @@ import Testing
         var generator = SeededGenerator(seed: 3)
         for _ in 0..<50 {
             let cuts = (0..<4).map { _ in Int.random(in: 0...bytes.count, using: &generator) }.sorted()
-            let lines = split(bytes, cuts: cuts)
+            let lines = try split(bytes, cuts: cuts)
             #expect(lines.count == values.count)
             for (line, value) in zip(lines, values) {
                 let parsed = try JSONSerialization.jsonObject(with: line)
@@ -59,10 +59,10 @@ import Testing
         // The heartbeat-only feed yields nothing.
         let heartbeat = try #require(steps.first { $0["name"] as? String == "s20" })
         let beats = try #require((heartbeat["response"] as? [String: Any])?["body_text"] as? String)
-        #expect(split(Array(beats.utf8), cuts: [1, 2, 3]).isEmpty)
+        #expect(try split(Array(beats.utf8), cuts: [1, 2, 3]).isEmpty)
     }
 
-    @Test func memoryStaysFlat() {
+    @Test func memoryStaysFlat() throws {
         var splitter = NDJSONSplitter()
         var count = 0
         var maximum = 0
@@ -71,12 +71,12 @@ import Testing
             chunk += Array("{\"seq\":\"\(i)-g1AAAA\",\"id\":\"doc\(i)\",\"changes\":[{\"rev\":\"1-abc\"}]}\n".utf8)
             if i % 50 == 0 { chunk += [0x0A] }
             if chunk.count >= 4000 {
-                count += splitter.feed(chunk).count
+                count += try splitter.feed(chunk).count
                 maximum = max(maximum, splitter.bufferedByteCount)
                 chunk.removeAll(keepingCapacity: true)
             }
         }
-        count += splitter.feed(chunk).count
+        count += try splitter.feed(chunk).count
         #expect(splitter.finish() == nil)
         #expect(count == 100_000)
         #expect(maximum < 1024)
