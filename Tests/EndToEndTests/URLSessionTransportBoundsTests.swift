@@ -88,7 +88,7 @@ struct URLSessionTransportBoundsTests {
         #expect(body.bytes == 15)
     }
 
-    @Test("Deadlines, answers and cancellations racing: every request completes exactly once")
+    @Test("Deadlines, answers and cancellations racing: every request and stream completes exactly once")
     func exactlyOneCompletion() async throws {
         let responder = try RawResponder { peer in
             Thread.sleep(forTimeInterval: Double.random(in: 0...0.2))
@@ -114,12 +114,35 @@ struct URLSessionTransportBoundsTests {
                 }
             }
         }
+        let streamCounters = (0..<120).map { _ in CompletionCounter() }
+        await withTaskGroup(of: Void.self) { group in
+            for (index, counter) in streamCounters.enumerated() {
+                group.addTask {
+                    var request = HTTPRequest(method: .get, url: responder.url("/stream-race/\(index)"), timeout: 5)
+                    request.deadline = Double.random(in: 0...0.25)
+                    await withCheckedContinuation { continuation in
+                        counter.onFirst = { continuation.resume() }
+                        let receiver = CountingReceiver(counter)
+                        let task = transport.stream(request, receiver: receiver)
+                        if index % 3 == 0 {
+                            let delay = DispatchTime.now() + .milliseconds(Int.random(in: 0...200))
+                            DispatchQueue.global().asyncAfter(deadline: delay) { task.cancel() }
+                        }
+                    }
+                }
+            }
+        }
         try await Task.sleep(for: .milliseconds(500))
         for (index, counter) in counters.enumerated() {
             #expect(counter.count == 1, "request \(index) completed \(counter.count) times")
         }
-        #expect(counters.contains { $0.succeeded }, "no request succeeded")
-        #expect(counters.contains { $0.timedOut }, "no request timed out")
+        for (index, counter) in streamCounters.enumerated() {
+            #expect(counter.count == 1, "stream \(index) completed \(counter.count) times")
+        }
+        for all in [counters, streamCounters] {
+            #expect(all.contains { $0.succeeded }, "none succeeded")
+            #expect(all.contains { $0.timedOut }, "none timed out")
+        }
     }
 
     // MARK: Memory
@@ -378,6 +401,9 @@ private final class CompletionCounter: @unchecked Sendable {
 
     var count: Int { lock.withLock { completions } }
 
+    /// A callback after the completion counts as one more completion.
+    func lateCallback() { lock.withLock { completions += 1 } }
+
     func record(_ result: Result<HTTPResponse, any Error>) {
         let first = lock.withLock { () -> (@Sendable () -> Void)? in
             completions += 1
@@ -387,6 +413,18 @@ private final class CompletionCounter: @unchecked Sendable {
             return onFirst
         }
         first?()
+    }
+}
+
+/// Records a stream's completions (and any callback after one) in a ``CompletionCounter``.
+private final class CountingReceiver: StreamReceiver, @unchecked Sendable {
+    // @unchecked Sendable: `counter` is thread-safe.
+    private let counter: CompletionCounter
+    init(_ counter: CompletionCounter) { self.counter = counter }
+    func receive(head: HTTPResponse) { if counter.count > 0 { counter.lateCallback() } }
+    func receive(chunk: Data) { if counter.count > 0 { counter.lateCallback() } }
+    func complete(error: (any Error)?) {
+        counter.record(error.map { .failure($0) } ?? .success(HTTPResponse(statusCode: 200)))
     }
 }
 

@@ -158,11 +158,7 @@ final class WholeBodyTransfer: @unchecked Sendable {
             return
         }
         state.withLock { state in
-            guard state.completion != nil else { return }
-            state.response = http
-            if let length = URLSessionTransport.declaredLength(of: http), length > 0 {
-                state.body.reserveCapacity(Swift.min(length, 64 << 20))
-            }
+            if state.completion != nil { state.response = http }
         }
     }
 
