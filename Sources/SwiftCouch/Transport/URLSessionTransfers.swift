@@ -70,9 +70,9 @@ extension URLSessionTransport {
         let status = response.statusCode
         guard request.method != .head, status >= 200, status != 204, status != 304 else { return nil }
         let message =
-            "The server sent a compressed body (Content-Encoding: \(encoding)) although the request asked for "
-            + "none. URLSession inflates it out of SwiftCouch's sight, so its length and checksum cannot be "
-            + "checked (a body cut short would pass as complete), and URLSessionTransport refuses it; "
+            "The server sent a compressed body (Content-Encoding: \(encoding)). URLSession inflates such a body "
+            + "out of SwiftCouch's sight, so its length and checksum cannot be checked (a body cut short would "
+            + "pass as complete): URLSessionTransport asks for none (Accept-Encoding: identity) and refuses it. "
             + "SocketTransport (http) inflates and checks compressed bodies itself."
         return URLError(.cannotDecodeContentData, userInfo: [NSLocalizedDescriptionKey: message])
     }
