@@ -24,10 +24,7 @@ struct URLSessionTransportBoundsTests {
         defer { transport.shutdown() }
         var request = HTTPRequest(method: .get, url: responder.url("/slow"), timeout: 5)
         request.deadline = 1
-        let clock = ContinuousClock()
-        let started = clock.now
-        let result = await transport.result(for: request)
-        let elapsed = clock.now - started
+        let (result, elapsed) = await transport.timedResult(for: request)
         #expect(elapsed < .seconds(10), "ended after \(elapsed); the body takes 19 s")
         expectURLError(result, .timedOut, mentioning: "deadline of 1 s")
     }
@@ -47,15 +44,12 @@ struct URLSessionTransportBoundsTests {
         defer { transport.shutdown() }
         var request = HTTPRequest(method: .get, url: responder.url("/interim"), timeout: 5)
         request.deadline = 1
-        let clock = ContinuousClock()
-        let started = clock.now
-        let whole = await transport.result(for: request)
-        #expect(clock.now - started < .seconds(10), "the interim responses were waited through")
-        expectURLError(whole, .timedOut, mentioning: "deadline of 1 s")
+        let whole = await transport.timedResult(for: request)
+        #expect(whole.elapsed < .seconds(10), "the interim responses (12 s) were waited through")
+        expectURLError(whole.result, .timedOut, mentioning: "deadline of 1 s")
 
-        let streamedStart = clock.now
         let streamed = await transport.streamed(request)
-        #expect(clock.now - streamedStart < .seconds(10), "the interim responses were waited through")
+        #expect(streamed.elapsed < .seconds(10), "the interim responses (12 s) were waited through")
         expectURLError(streamed.result, .timedOut, mentioning: "head did not arrive")
     }
 
@@ -74,10 +68,8 @@ struct URLSessionTransportBoundsTests {
         defer { transport.shutdown() }
         var headRequest = HTTPRequest(method: .get, url: slowHead.url("/head"), timeout: 5)
         headRequest.deadline = 1
-        let clock = ContinuousClock()
-        let started = clock.now
         let head = await transport.streamed(headRequest)
-        #expect(clock.now - started < .seconds(10))
+        #expect(head.elapsed < .seconds(10))
         expectURLError(head.result, .timedOut, mentioning: "deadline of 1 s")
         #expect(head.bytes == 0)
 
@@ -186,11 +178,9 @@ struct URLSessionTransportBoundsTests {
         defer { declared.stop() }
         var declaredRequest = HTTPRequest(method: .get, url: declared.url("/declared"), timeout: 10)
         declaredRequest.maximumResponseBodySize = 1 << 20
-        let clock = ContinuousClock()
-        let started = clock.now
-        let early = await transport.result(for: declaredRequest)
-        #expect(clock.now - started < .seconds(5), "a declared length past the limit was not refused at the head")
-        expectURLError(early, .dataLengthExceedsMaximum, mentioning: "104857600 bytes")
+        let early = await transport.timedResult(for: declaredRequest)
+        #expect(early.elapsed < .seconds(5), "a declared length past the limit was not refused at the head")
+        expectURLError(early.result, .dataLengthExceedsMaximum, mentioning: "104857600 bytes")
     }
 
     @Test("A paused stream of an endless body fails at the read-ahead limit; nothing is delivered while paused")
@@ -323,19 +313,31 @@ struct URLSessionTransportBoundsTests {
 extension URLSessionTransport {
     /// Sends `request` and waits for its result.
     fileprivate func result(for request: HTTPRequest) async -> Result<HTTPResponse, any Error> {
-        await withCheckedContinuation { continuation in
-            _ = send(request) { continuation.resume(returning: $0) }
+        await timedResult(for: request).result
+    }
+
+    /// Sends `request` and waits for its result and the time its completion ran (not when the
+    /// waiting task resumed: a busy test run may take long to schedule it).
+    fileprivate func timedResult(
+        for request: HTTPRequest
+    ) async -> (result: Result<HTTPResponse, any Error>, elapsed: Duration) {
+        let started = ContinuousClock.now
+        return await withCheckedContinuation { continuation in
+            _ = send(request) { continuation.resume(returning: ($0, ContinuousClock.now - started)) }
         }
     }
 
     /// Streams `request` into a ``StreamOutcomeReceiver`` and waits for its end.
     fileprivate func streamed(_ request: HTTPRequest, pauseOnFirstChunk: Bool = false) async -> StreamOutcome {
-        await withCheckedContinuation { continuation in
+        let started = ContinuousClock.now
+        var outcome = await withCheckedContinuation { continuation in
             let receiver = StreamOutcomeReceiver(pauseOnFirstChunk: pauseOnFirstChunk) {
                 continuation.resume(returning: $0)
             }
             receiver.attach(stream(request, receiver: receiver))
         }
+        outcome.elapsed = outcome.ended - started
+        return outcome
     }
 }
 
@@ -344,6 +346,9 @@ private struct StreamOutcome: Sendable {
     var bytes = 0
     var chunksWhilePaused = 0
     var error: (any Error)?
+    /// When the receiver was completed, and how long after the stream was started.
+    var ended = ContinuousClock.now
+    var elapsed = Duration.zero
     var result: Result<HTTPResponse, any Error> {
         if let error { return .failure(error) }
         return .success(HTTPResponse(statusCode: 200))
@@ -383,6 +388,7 @@ private final class StreamOutcomeReceiver: StreamReceiver, @unchecked Sendable {
     func complete(error: (any Error)?) {
         let (done, ended) = lock.withLock { () -> ((@Sendable (StreamOutcome) -> Void)?, StreamOutcome) in
             outcome.error = error
+            outcome.ended = ContinuousClock.now
             defer { self.done = nil }
             return (self.done, outcome)
         }

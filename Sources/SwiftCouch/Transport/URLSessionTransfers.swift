@@ -12,9 +12,19 @@ import Foundation
 
 /// A one-shot timer on a Dispatch queue (no thread waits for it) that runs `fire` after `seconds`.
 ///
+/// The timers fire on a serial queue of their own, not a global one: a serial queue gets a thread
+/// even when every thread of the global queues is busy (say, with receivers that block), so a
+/// deadline is not held up by other work. `fire` must be quick; cancelling a task (which can wait
+/// for libcurl's turn) goes to ``cancellations``.
+///
 /// `@unchecked Sendable`: the source is only touched through its own thread-safe calls.
 final class DeadlineTimer: @unchecked Sendable {
     private let source: DispatchSourceTimer
+
+    /// Where every deadline fires.
+    static let queue = DispatchQueue(label: "SwiftCouch.URLSessionTransport.deadlines")
+    /// Where the tasks of expired deadlines are cancelled.
+    static let cancellations = DispatchQueue(label: "SwiftCouch.URLSessionTransport.cancellations")
 
     /// The longest delay a timer is armed for; a longer (or infinite) deadline is no deadline.
     static let longest: TimeInterval = 1e9
@@ -24,7 +34,7 @@ final class DeadlineTimer: @unchecked Sendable {
     init?(seconds: TimeInterval?, fire: @escaping @Sendable () -> Void) {
         guard let seconds, seconds.isFinite, seconds <= Self.longest else { return nil }
         let nanoseconds = Int((Swift.max(0, seconds) * 1e9).rounded())
-        source = DispatchSource.makeTimerSource(queue: .global())
+        source = DispatchSource.makeTimerSource(queue: Self.queue)
         source.setEventHandler(handler: fire)
         source.schedule(deadline: .now() + .nanoseconds(nanoseconds))
         source.resume()
@@ -134,7 +144,7 @@ final class WholeBodyTransfer: @unchecked Sendable {
         state.withLock { $0.task = task }
         let deadline = request.deadline
         let timer = DeadlineTimer(seconds: deadline) { [weak self] in
-            self?.fail(DeadlineTimer.error(seconds: deadline ?? 0, whole: true))
+            self?.fail(DeadlineTimer.error(seconds: deadline ?? 0, whole: true), cancelLater: true)
         }
         let finished = state.withLock { state -> Bool in
             if state.completion != nil { state.timer = timer }
@@ -203,10 +213,16 @@ final class WholeBodyTransfer: @unchecked Sendable {
                     statusCode: response.statusCode, headers: URLSessionTransport.fields(of: response), body: body)))
     }
 
-    /// Fails the request with `error` (unless it completed already) and cancels its task.
-    func fail(_ error: any Error) {
+    /// Fails the request with `error` (unless it completed already) and cancels its task (later,
+    /// on ``DeadlineTimer/cancellations``, when `cancelLater`).
+    func fail(_ error: any Error, cancelLater: Bool = false) {
         let task = state.withLock { $0.task }
-        if finish(.failure(error)) { task?.cancel() }
+        guard finish(.failure(error)), let task else { return }
+        if cancelLater {
+            DeadlineTimer.cancellations.async { task.cancel() }
+        } else {
+            task.cancel()
+        }
     }
 
     /// Completes the request once; false when it had completed already.
@@ -232,7 +248,7 @@ final class WholeBodyTransfer: @unchecked Sendable {
 // MARK: - Streamed bodies
 
 /// One streamed request: the events URLSession reports, queued and handed to the receiver in order
-/// from a thread of the transport's own, so that the delegate queue never waits for the receiver.
+/// from a serial queue of the stream's own, so that the delegate queue never waits for the receiver.
 ///
 /// A paused stream's chunks wait in the queue (URLSession on Linux cannot stop reading; on Apple
 /// platforms the task is suspended as well), and so do chunks that arrive faster than the receiver
@@ -270,6 +286,7 @@ final class StreamPump: @unchecked Sendable {
     private let receiver: any StreamReceiver
     private let readAheadLimit: Int
     private let state = Locked(State())
+    private let deliveries = DispatchQueue(label: "SwiftCouch.URLSessionTransport.stream")
 
     init(request: HTTPRequest, receiver: any StreamReceiver, readAheadLimit: Int) {
         self.request = request
@@ -283,7 +300,7 @@ final class StreamPump: @unchecked Sendable {
         state.withLock { $0.task = task }
         let deadline = request.deadline
         let timer = DeadlineTimer(seconds: deadline) { [weak self] in
-            self?.fail(DeadlineTimer.error(seconds: deadline ?? 0, whole: false))
+            self?.fail(DeadlineTimer.error(seconds: deadline ?? 0, whole: false), cancelLater: true)
         }
         let done = state.withLock { state -> Bool in
             let done = state.completed || state.failure != nil || state.response != nil || state.end != nil
@@ -359,8 +376,9 @@ final class StreamPump: @unchecked Sendable {
     }
 
     /// Ends the stream with `error` (unless it ended already): queued chunks are dropped, the
-    /// receiver is completed next, and the task is cancelled.
-    func fail(_ error: any Error) {
+    /// receiver is completed next, and the task is cancelled (later, on
+    /// ``DeadlineTimer/cancellations``, when `cancelLater`).
+    func fail(_ error: any Error, cancelLater: Bool = false) {
         let (task, timer, start) = state.withLock { state -> (URLSessionTask?, DeadlineTimer?, Bool) in
             guard !state.completed, state.failure == nil else { return (nil, nil, false) }
             state.failure = error
@@ -371,8 +389,14 @@ final class StreamPump: @unchecked Sendable {
             return (state.task, state.timer, startDraining(&state))
         }
         timer?.cancel()
-        task?.cancel()
         if start { drainSoon() }
+        if let task {
+            if cancelLater {
+                DeadlineTimer.cancellations.async { task.cancel() }
+            } else {
+                task.cancel()
+            }
+        }
     }
 
     // MARK: Delivery
@@ -394,8 +418,10 @@ final class StreamPump: @unchecked Sendable {
         return true
     }
 
+    /// Runs a drain on the stream's own serial queue (a serial queue gets a thread even when the
+    /// global queues' are all busy, and one stream's slow receiver holds up no other stream).
     private func drainSoon() {
-        DispatchQueue.global().async { [self] in drain() }
+        deliveries.async { [self] in drain() }
     }
 
     private enum Delivery {
