@@ -190,7 +190,7 @@ func snippet8() async throws {
     _ = upload
 }
 
-// README.md, line 250
+// README.md, line 251
 func snippet9() async throws {
     var configuration = Configuration()
     let key = "api-key"
@@ -199,7 +199,7 @@ func snippet9() async throws {
     configuration.authentication = .bearerToken(jwt)             // sent as is
 }
 
-// README.md, line 266
+// README.md, line 267
 func snippet10() async throws {
 
     let run = Simulation.run(
