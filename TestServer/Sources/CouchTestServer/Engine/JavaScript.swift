@@ -8,11 +8,20 @@ import Foundation
 /// compilation check of every function when a design document is saved.
 ///
 /// Each design document revision gets one `JSQueryServer` (compiled functions kept), used under
-/// one lock: the interpreter is not thread-safe, and a TestServer needs no parallel JavaScript.
+/// a lock of its own (the interpreter is not thread-safe): design documents run in parallel, so a
+/// slow function (within the interpreter's step, memory and time budgets) holds up only calls into
+/// its own design document, never other databases' views or validations.
 final class JavaScriptFunctions: @unchecked Sendable {
-    // @unchecked Sendable: `servers` and every use of a server are under `lock`.
+    // @unchecked Sendable: `servers` and `viewRows` are under `lock`; every use of a server is
+    // under its entry's `lock`.
     private let lock = NSLock()
-    private var servers: [String: (server: JSQueryServer, functions: [String: JSValue])] = [:]
+    private final class Entry {
+        let lock = NSLock()
+        let server: JSQueryServer
+        var functions: [String: JSValue] = [:]
+        init(_ server: JSQueryServer) { self.server = server }
+    }
+    private var servers: [String: Entry] = [:]
     /// Computed view rows, per view and database state.
     private var viewRows: [String: [ViewRow]] = [:]
 
@@ -21,10 +30,17 @@ final class JavaScriptFunctions: @unchecked Sendable {
         _ key: String, ddoc: JSON, _ body: (JSQueryServer, inout [String: JSValue]) throws(CouchError) -> T
     ) throws(CouchError) -> T {
         lock.lock()
-        defer { lock.unlock() }
-        var entry = servers[key] ?? (JSQueryServer(designDocument: ddoc), [:])
-        defer { servers[key] = entry }
-        if servers.count > 200 { servers.removeAll() }
+        let entry: Entry
+        if let existing = servers[key] {
+            entry = existing
+        } else {
+            if servers.count > 200 { servers.removeAll() }
+            entry = Entry(JSQueryServer(designDocument: ddoc))
+            servers[key] = entry
+        }
+        lock.unlock()
+        entry.lock.lock()
+        defer { entry.lock.unlock() }
         return try body(entry.server, &entry.functions)
     }
 
