@@ -196,6 +196,11 @@ import Testing
         #expect(Self.outcome(interpreter, "var c = [1]; c.push(c); c.join('-') + String(c)") == "1-1,")
         #expect(Self.outcome(interpreter, "var o = {}; o.self = o; JSON.stringify(o)") == "TypeError")
         #expect(Self.outcome(interpreter, "a = null; 3") == "3")
+        #expect(
+            Self.outcome(
+                interpreter, "var b = function (x) { return x }; for (var i = 0; i < 1000; i++) b = b.bind(null); b(5)")
+                == "budget")
+        #expect(Self.outcome(interpreter, "(function (x, y) { return x + y }).bind(null, 2)(3)") == "5")
         // 200,000 nested arrays, 100,000 closures and prototypes are released on a thread with a small
         // stack (recursively, as Swift releases, that overflowed: SIGSEGV).
         let done = DispatchSemaphore(value: 0)
@@ -208,6 +213,7 @@ import Testing
                 var a = []; for (var i = 0; i < 200000; i++) { a = [a]; }
                 var f = function () { return 0 }; for (var i = 0; i < 100000; i++) { let g = f; f = function () { return g } }
                 var p = {}; for (var i = 0; i < 100000; i++) { p = Object.create(p) }
+                var b = function () { return 1 }; for (var i = 0; i < 100000; i++) { b = b.bind(null, i) }
                 """)
             done.signal()  // `local` and all it made are released as the closure returns
         }
@@ -309,5 +315,63 @@ import Testing
         } catch {
             #expect(error.thrownObject?["forbidden"] == "xxxxxxxxxx")
         }
+    }
+}
+
+/// One slow function does not hold up another design document's: calls run on several
+/// large-stack threads (before, one thread ran every call, one after the other).
+@Suite struct ExecutorIsolationTests {
+    @Test func aSlowCallDoesNotBlockAnotherInterpreter() throws {
+        let started = DispatchSemaphore(value: 0)
+        let finished = Locked(false)
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            let slow = Interpreter()
+            slow.stepBudget = .max
+            slow.timeBudget = 2
+            slow.defineFunction("started") { _, _, _ in
+                started.signal()
+                return .undefined
+            }
+            _ = try? slow.run("started(); while (true) {}")
+            finished.set(true)
+            done.signal()
+        }
+        thread.start()
+        #expect(started.wait(timeout: .now() + 60) == .success)
+        // While the slow call runs (until its 2 s time budget), another interpreter answers.
+        #expect(try Interpreter().run("6 * 7").toDisplayString() == "42")
+        #expect(!finished.value, "the second call waited for the slow one")
+        #expect(done.wait(timeout: .now() + 60) == .success)
+    }
+}
+
+/// A compiled function's syntax tree is released wherever its last reference goes (an engine
+/// thread evicting a design document, with 512 KiB of stack): at the parser's nesting limit that
+/// fits.
+@Suite struct SyntaxTreeReleaseTests {
+    @Test func functionsAtTheNestingLimitAreReleasedOnASmallStack() {
+        let sources = [
+            "function (doc) { return " + String(repeating: "- ", count: 960) + "1 }",
+            "function (doc) { return " + String(repeating: "[", count: 180) + String(repeating: "]", count: 180) + " }",
+            "function (doc) { return doc" + String(repeating: ".a", count: 960) + " }",
+            "function (doc) { return 1" + String(repeating: " + 1", count: 960) + " }",
+            "function (doc) { " + String(repeating: "if (doc) ", count: 480) + "return 1 }",
+            "function (doc) { return " + String(repeating: "{a:", count: 140) + "1" + String(repeating: "}", count: 140)
+                + " }",
+        ]
+        let compiled = Locked(0)
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            for source in sources {
+                let server = JSQueryServer()
+                if (try? server.compile(source)) != nil { compiled.set(compiled.value + 1) }
+            }  // each server, and its tree, released here
+            done.signal()
+        }
+        thread.stackSize = 512 * 1024
+        thread.start()
+        #expect(done.wait(timeout: .now() + 60) == .success)
+        #expect(compiled.value == sources.count)
     }
 }

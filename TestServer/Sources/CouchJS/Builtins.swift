@@ -151,13 +151,11 @@ extension Interpreter {
             return try interpreter.invoke(this, this: interpreter.arg(args, 0), list)
         }
         method(functionPrototype, "bind") { interpreter, this, args in
-            let bound = interpreter.arg(args, 0)
-            let preset = Array(args.dropFirst())
-            return .object(
-                interpreter.makeFunction("bound") { interpreter, _, more in
-                    try interpreter.charge(preset.count + more.count, of: Interpreter.elementCost)
-                    return try interpreter.invoke(this, this: bound, preset + more)
-                })
+            guard this.object?.callable != nil else { throw interpreter.typeError("Bind must be called on a function") }
+            let f = JSObject(prototype: interpreter.functionPrototype, className: "Function")
+            f.callable = .bound(this, this: interpreter.arg(args, 0), args: Array(args.dropFirst()))
+            interpreter.note(bytes: Interpreter.objectCost)
+            return .object(f)
         }
         method(functionPrototype, "toString") { _, _, _ in .string("function () { [code] }") }
     }

@@ -17,7 +17,7 @@ public final class Interpreter {
     public var maximumDepth = 200
     /// The deepest nesting of expressions and statements being evaluated, calls included: what
     /// bounds the interpreter's own recursion (the Swift stack), whatever the source's shape.
-    public var maximumNesting = 4_000
+    public var maximumNesting = 2_000
     /// The longest array `new Array(n)`, `Array.from` or a `length` assignment makes, and the
     /// longest string any operation builds (in UTF-8 bytes): memory stays bounded.
     static let maximumArrayLength = 1_000_000
@@ -558,6 +558,9 @@ public final class Interpreter {
         defer { depth -= 1 }
         if depth > maximumDepth { throw JSBudgetExceeded(description: "calls nested more than \(maximumDepth) deep") }
         switch callable {
+        case .bound(let target, let boundThis, let preset):
+            try charge(preset.count + args.count, of: Interpreter.elementCost)
+            return try invoke(target, this: boundThis, preset + args)
         case .native(_, let body):
             return try body(self, this, args)
         case .user(let node, let closure, let boundThis):

@@ -1,11 +1,13 @@
 import Foundation
 
-/// Runs interpreter calls on threads with a large stack (64 MiB each), at most 8 at once.
+/// Runs interpreter calls on threads with a large stack (128 MiB each), at most 8 at once.
 ///
 /// The interpreter recurses in Swift for every JavaScript call, statement and expression: within
-/// its nesting limits that needs more stack than a Dispatch worker or a small thread has (512 KiB;
-/// a debug build's frames are large), so a call from Swift is handed to one of these threads and
-/// waited for. Calls already on one (a function calling back into the interpreter) run in place.
+/// its nesting limits that needs more stack than a Dispatch worker or a small thread has (512 KiB).
+/// Measured in a debug build (the tests'), a unit of `Interpreter.maximumNesting` takes 8–16 KiB
+/// of stack (`eval`'s frame is large): 2,000 units overflowed 16 MiB and fitted in 32 MiB, so
+/// 128 MiB leaves four times that (release frames are much smaller; only touched pages are
+/// committed). So a call from Swift is handed to one of these threads and waited for. Calls already on one (a function calling back into the interpreter) run in place.
 /// Several threads, made as calls need them and kept, so that one slow function (within its
 /// budgets) does not hold up other design documents' functions.
 final class StackExecutor: @unchecked Sendable {
@@ -14,7 +16,7 @@ final class StackExecutor: @unchecked Sendable {
     static let shared = StackExecutor(maximumThreads: 8)
 
     /// The stack of each thread.
-    static let stackSize = 64 << 20
+    static let stackSize = 128 << 20
     private static let marker = "CouchJS.StackExecutor"
 
     private final class Job {

@@ -216,10 +216,15 @@ public final class JSObject {
             pending.append(prototype)
             self.prototype = nil
         }
-        if case .user(_, let scope, let thisValue)? = callable {
+        switch callable {
+        case .user(_, let scope, let thisValue)?:
             pending.append(scope)
             if case .object(let o)? = thisValue { pending.append(o) }
             callable = nil
+        case .bound(let target, let this, let args)?:
+            for case .object(let o) in [target, this] + args { pending.append(o) }
+            callable = nil
+        default: break
         }
     }
 
@@ -315,6 +320,9 @@ final class JSRegex {
 enum Callable {
     case user(FunctionNode, Scope, thisValue: JSValue?)
     case native(name: String, (_ interpreter: Interpreter, _ this: JSValue, _ args: [JSValue]) throws -> JSValue)
+    /// `Function.prototype.bind`'s result: held as data, not captured by a Swift closure, so that
+    /// a chain of bound functions is released one at a time (`Teardown`).
+    case bound(JSValue, this: JSValue, args: [JSValue])
 }
 
 /// A lexical scope.

@@ -152,7 +152,10 @@ extension CouchEngine {
                     if let message = error.thrownObject?["unauthorized"] {
                         throw CouchError(401, "unauthorized", message.stringValue ?? message.serialized)
                     }
-                    throw CouchError(500, "error", "validate_doc_update in \(ddocID) failed: \(error)")
+                    // Anything else thrown, or a budget run out: CouchDB's 500 `unknown_error`, for
+                    // this write only (the message says what happened, and is logged).
+                    server.interpreter.log("validate_doc_update in \(ddocID) failed: \(error)")
+                    throw CouchError(500, "unknown_error", "validate_doc_update in \(ddocID) failed: \(error)")
                 }
             }
         }
