@@ -128,6 +128,9 @@ import Testing
             ("parseInt('99999999999999999999')", "100000000000000000000"), ("2147483648 | 0", "-2147483648"),
             ("4294967296 | 0", "0"), ("-1 >>> 0", "4294967295"), ("1 << 32", "1"), ("1e300 | 0", "0"),
             ("JSON.stringify([1], null, 1e300)", "[\n          1\n]"),
+            ("'abc'.replace('', 'x')", "xabc"), ("'abc'.replaceAll('', '-')", "-a-b-c-"),
+            ("'a.b.c'.replace('.', '!')", "a!b.c"), ("'a.b.c'.replaceAll('.', '!')", "a!b!c"),
+            ("(function () { try { require('nothing') } catch (e) { return 'caught' } })()", "caught"),
             (
                 "(function () { var r = /a/g; r.lastIndex = 1e300; return r.test('aaa') + ',' + r.lastIndex })()",
                 "false,0"

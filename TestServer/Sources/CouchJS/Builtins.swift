@@ -772,29 +772,18 @@ extension Interpreter {
 
     func replace(_ s: String, _ pattern: JSValue, _ replacement: JSValue, all: Bool) throws -> JSValue {
         let ns = s as NSString
-        let expression: NSRegularExpression
-        var every = all
-        if let regex = pattern.object?.regex {
-            expression = regex.expression
-            every = regex.global || all
-        } else {
-            expression = try NSRegularExpression(
-                pattern: NSRegularExpression.escapedPattern(for: pattern.toDisplayString()))
-        }
         var out = ""
         var last = 0
-        try eachMatch(expression, in: s) { match in
-            let before = ns.substring(with: NSRange(location: last, length: match.range.location - last))
+        var every = all
+        /// One match at `range` (UTF-16) with its groups: the text before it, then its replacement.
+        func replaceMatch(_ range: NSRange, _ groups: [JSValue]) throws -> Bool {
+            let before = ns.substring(with: NSRange(location: last, length: range.location - last))
             try chargeString(before.utf8.count, total: out.utf8.count + before.utf8.count)
             out += before
-            let groups: [JSValue] = (0..<match.numberOfRanges).map {
-                let r = match.range(at: $0)
-                return r.location == NSNotFound ? .undefined : .string(ns.substring(with: r))
-            }
             let piece: String
             if replacement.object?.callable != nil {
                 piece = try invoke(
-                    replacement, this: .undefined, groups + [.number(Double(match.range.location)), .string(s)]
+                    replacement, this: .undefined, groups + [.number(Double(range.location)), .string(s)]
                 )
                 .toDisplayString()
             } else {
@@ -802,8 +791,33 @@ extension Interpreter {
             }
             try chargeString(piece.utf8.count, total: out.utf8.count + piece.utf8.count)
             out += piece
-            last = match.range.location + match.range.length
+            last = range.location + range.length
             return every
+        }
+        if let regex = pattern.object?.regex {
+            every = regex.global || all
+            try eachMatch(regex.expression, in: s) { match in
+                let groups: [JSValue] = (0..<match.numberOfRanges).map {
+                    let r = match.range(at: $0)
+                    return r.location == NSNotFound ? .undefined : .string(ns.substring(with: r))
+                }
+                return try replaceMatch(match.range, groups)
+            }
+        } else {
+            // A string pattern is matched literally (an empty one matches before every unit).
+            let needle = pattern.toDisplayString()
+            let needleUnits = Array(needle.utf16)
+            let units = Array(s.utf16)
+            try charge(steps: units.count >> 4)
+            var from = 0
+            while let i = Self.find(needleUnits, in: units, from: from) {
+                try tick()
+                guard try replaceMatch(NSRange(location: i, length: needleUnits.count), [.string(needle)]) else {
+                    break
+                }
+                from = i + max(1, needleUnits.count)
+                if from > units.count { break }
+            }
         }
         let rest = ns.substring(from: last)
         try chargeString(rest.utf8.count, total: out.utf8.count + rest.utf8.count)

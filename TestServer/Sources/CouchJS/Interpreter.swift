@@ -321,7 +321,13 @@ public final class Interpreter {
             var pending: Error?
             do {
                 completion = try execBlock(body, scope)
-            } catch let thrown as JSThrown {
+            } catch let budget as JSBudgetExceeded {
+                throw budget  // a budget run out is not JavaScript's to catch
+            } catch {
+                // What JavaScript threw, or a host error (a syntax error in a `require`d module) as one.
+                let thrown =
+                    error as? JSThrown
+                    ?? JSThrown(value: makeError(error is JSSyntaxError ? "SyntaxError" : "Error", "\(error)"))
                 if let handler {
                     let catchScope = Scope(parent: scope)
                     if let param { try bind(param, thrown.value, catchScope, kind: "let") }
