@@ -286,6 +286,17 @@ import Testing
         let start = Date()
         #expect(Self.outcome(interpreter, "while (true) {}") == "budget")
         #expect(Date().timeIntervalSince(start) < 10)
+        // A catastrophic regular expression: the time budget ends it inside the match (about 16 s
+        // before, whatever the budget; ICU reports progress while it backtracks).
+        for source in [
+            "/(a+)+$/.test('a'.repeat(40) + '!')", "('a'.repeat(40) + '!').replace(/(a+)+$/g, 'x')",
+            "('a'.repeat(40) + '!').split(/(a+)+$/)", "('a'.repeat(40) + '!').match(/(a+)+$/g)",
+            "('a'.repeat(40) + '!').search(/(a+)+$/)", "/(a+)+$/.exec('a'.repeat(40) + '!')",
+        ] {
+            let regexStart = Date()
+            #expect(Self.outcome(interpreter, source) == "budget", "\(source)")
+            #expect(Date().timeIntervalSince(regexStart) < 10, "\(source) ended, but slowly")
+        }
         interpreter.timeBudget = .nan  // not a number: no time limit beyond the steps, and no trap
         interpreter.stepBudget = 10_000
         #expect(Self.outcome(interpreter, "while (true) {}") == "budget")

@@ -681,7 +681,7 @@ extension Interpreter {
                 if found.isEmpty { return .null }
                 return .object(interpreter.newArray(found))
             }
-            return interpreter.execResult(regex, s, from: 0)
+            return try interpreter.execResult(regex, s, from: 0)
         }
         method(p, "search") { interpreter, this, args in
             let s = interpreter.stringValue(this)
@@ -692,11 +692,12 @@ extension Interpreter {
                             s.utf16.distance(from: s.startIndex, to: $0.lowerBound)
                         } ?? -1))
             }
-            let ns = s as NSString
-            return .number(
-                Double(
-                    regex.expression.firstMatch(in: s, range: NSRange(location: 0, length: ns.length))?.range.location
-                        ?? -1))
+            var found = -1
+            try interpreter.eachMatch(regex.expression, in: s) { match in
+                found = match.range.location
+                return false
+            }
+            return .number(Double(found))
         }
         method(p, "localeCompare") { interpreter, this, args in
             .number(
@@ -750,14 +751,26 @@ extension Interpreter {
     /// Calls `body` with each match of `expression` in `s`, one at a time (nothing collected
     /// first), while it answers true; a step per match, and what `body` throws ends the search.
     func eachMatch(
-        _ expression: NSRegularExpression, in s: String, _ body: (NSTextCheckingResult) throws -> Bool
+        _ expression: NSRegularExpression, in s: String, from start: Int = 0,
+        _ body: (NSTextCheckingResult) throws -> Bool
     ) throws {
         var failure: Error?
         let length = (s as NSString).length
-        try charge(steps: length >> 6)
+        guard start <= length else { return }
+        try charge(steps: (length - start) >> 6)
         withoutActuallyEscaping(body) { body in
-            expression.enumerateMatches(in: s, range: NSRange(location: 0, length: length)) { match, _, stop in
-                guard let match else { return }
+            // Progress reports come during a long match (catastrophic backtracking): the time
+            // budget ends it there.
+            expression.enumerateMatches(
+                in: s, options: .reportProgress, range: NSRange(location: start, length: length - start)
+            ) { match, _, stop in
+                guard let match else {
+                    do { try self.checkTime() } catch {
+                        failure = error
+                        stop.pointee = true
+                    }
+                    return
+                }
                 do {
                     try self.tick()
                     if try !body(match) { stop.pointee = true }
@@ -1182,7 +1195,7 @@ extension Interpreter {
             }
             let s = interpreter.arg(args, 0).toDisplayString()
             let from = regex.global ? JSNumber.clamped(object.get("lastIndex").toNumber(), 0, Int.max) : 0
-            let result = interpreter.execResult(regex, s, from: from)
+            let result = try interpreter.execResult(regex, s, from: from)
             if regex.global {
                 let end =
                     result.object.map {
@@ -1199,7 +1212,7 @@ extension Interpreter {
             }
             let s = interpreter.arg(args, 0).toDisplayString()
             let from = regex.global ? JSNumber.clamped(object.get("lastIndex").toNumber(), 0, Int.max) : 0
-            let result = interpreter.execResult(regex, s, from: from)
+            let result = try interpreter.execResult(regex, s, from: from)
             if regex.global {
                 let end =
                     result.object.map {
@@ -1214,11 +1227,14 @@ extension Interpreter {
     }
 
     /// One match as `exec` returns it (an array of the groups with `index` and `input`), or null.
-    func execResult(_ regex: JSRegex, _ s: String, from: Int) -> JSValue {
+    func execResult(_ regex: JSRegex, _ s: String, from: Int) throws -> JSValue {
         let ns = s as NSString
-        guard from <= ns.length,
-            let match = regex.expression.firstMatch(in: s, range: NSRange(location: from, length: ns.length - from))
-        else { return .null }
+        var first: NSTextCheckingResult?
+        try eachMatch(regex.expression, in: s, from: from) { match in
+            first = match
+            return false
+        }
+        guard let match = first else { return .null }
         let groups: [JSValue] = (0..<match.numberOfRanges).map {
             let r = match.range(at: $0)
             return r.location == NSNotFound ? .undefined : .string(ns.substring(with: r))

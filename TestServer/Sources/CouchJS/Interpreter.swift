@@ -126,6 +126,13 @@ public final class Interpreter {
         }
     }
 
+    /// Throws when the current call has run past its time budget (native work checks this).
+    func checkTime() throws {
+        if DispatchTime.now().uptimeNanoseconds > deadline {
+            throw JSBudgetExceeded(description: "the function ran longer than its time budget (\(timeBudget) s)")
+        }
+    }
+
     private func memoryExceeded() -> JSBudgetExceeded {
         JSBudgetExceeded(description: "the function allocated more than its memory budget (\(memoryBudget) bytes)")
     }
