@@ -297,6 +297,18 @@ import Testing
             #expect(Self.outcome(interpreter, source) == "budget", "\(source)")
             #expect(Date().timeIntervalSince(regexStart) < 10, "\(source) ended, but slowly")
         }
+        // A source too long to read within the time budget (2 MB took 2.3 s in a debug build, and
+        // the time budget did not apply to compiling).
+        let long = "function (doc) { var x = 0;\n" + String(repeating: "x = x + 1;\n", count: 200_000) + " return x }"
+        let compiling = Interpreter()
+        compiling.timeBudget = 0.05
+        let compileStart = Date()
+        #expect(Self.outcome(compiling, long) == "syntax")
+        #expect(Date().timeIntervalSince(compileStart) < 10)
+        // And its memory counts: 64 bytes a byte of source.
+        let small = Interpreter()
+        small.memoryBudget = 1 << 20
+        #expect(Self.outcome(small, long) == "budget")
         interpreter.timeBudget = .nan  // not a number: no time limit beyond the steps, and no trap
         interpreter.stepBudget = 10_000
         #expect(Self.outcome(interpreter, "while (true) {}") == "budget")

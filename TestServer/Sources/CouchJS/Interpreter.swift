@@ -64,17 +64,24 @@ public final class Interpreter {
 
     /// Runs `source` as a program in the global scope.
     public func run(_ source: String) throws -> JSValue {
-        try budgeted { try execute(try Parser.parseProgram(source), in: global) }
+        try budgeted { try execute(try parse(source), in: global) }
     }
 
     /// Evaluates `source` as one expression (a design document function's source is one).
     public func evaluate(_ source: String) throws -> JSValue {
-        try budgeted { try execute(try Parser.parseProgram("(" + source + "\n)"), in: global) }
+        try budgeted { try execute(try parse("(" + source + "\n)"), in: global) }
     }
 
     /// Calls a function value with `args`, within the budget.
     public func call(_ function: JSValue, this: JSValue = .undefined, _ args: [JSValue]) throws -> JSValue {
         try budgeted { try invoke(function, this: this, args) }
+    }
+
+    /// Parses within the current call's budgets: its source costs 64 bytes a byte against the
+    /// memory budget (what the characters, tokens and tree take), and parsing stops at the deadline.
+    private func parse(_ source: String) throws -> [Stmt] {
+        try charge(source.utf8.count, of: 64)
+        return try Parser.parseProgram(source, deadline: deadline)
     }
 
     /// Runs `body` as one call from Swift: on a large-stack thread (see `StackExecutor`) with

@@ -53,10 +53,13 @@ struct Lexer {
 
     init(_ source: String) { chars = Array(source) }
 
-    static func tokenize(_ source: String) throws(JSSyntaxError) -> [Token] {
+    static func tokenize(_ source: String, deadline: UInt64 = .max) throws(JSSyntaxError) -> [Token] {
         var lexer = Lexer(source)
+        lexer.deadline = deadline
         return try lexer.run()
     }
+
+    private var deadline: UInt64 = .max
 
     private var current: Character? { index < chars.count ? chars[index] : nil }
     private func peek(_ ahead: Int = 1) -> Character? {
@@ -102,6 +105,9 @@ struct Lexer {
             let start = index
             let kind = try scan()
             tokens.append(Token(kind: kind, newlineBefore: newline, offset: start))
+            if tokens.count & 4095 == 0, deadline != .max, DispatchTime.now().uptimeNanoseconds > deadline {
+                throw JSSyntaxError(message: "the source took longer than the time budget to read", offset: start)
+            }
             newline = false
         }
         tokens.append(Token(kind: .end, newlineBefore: true, offset: chars.count))

@@ -100,6 +100,7 @@ struct Parser {
     /// The closing bracket's token index for each opening bracket's (-1: none).
     private let matching: [Int]
     private var nesting: Int
+    private var deadline: UInt64 = .max
 
     init(tokens: [Token], nesting: Int = 0) {
         self.tokens = tokens
@@ -117,8 +118,10 @@ struct Parser {
         self.matching = matching
     }
 
-    static func parseProgram(_ source: String) throws(JSSyntaxError) -> [Stmt] {
-        var parser = Parser(tokens: try Lexer.tokenize(source))
+    /// Parses `source`; past `deadline` (uptime nanoseconds) lexing or parsing stops with an error.
+    static func parseProgram(_ source: String, deadline: UInt64 = .max) throws(JSSyntaxError) -> [Stmt] {
+        var parser = Parser(tokens: try Lexer.tokenize(source, deadline: deadline))
+        parser.deadline = deadline
         var statements: [Stmt] = []
         while !parser.atEnd { statements.append(try parser.statement()) }
         return statements
@@ -126,6 +129,9 @@ struct Parser {
 
     /// Enters one level of nesting; deeper than `maximumNesting` is a syntax error.
     private mutating func enter() throws(JSSyntaxError) {
+        if timedOut {
+            throw JSSyntaxError(message: "the source took longer than the time budget to parse", offset: token.offset)
+        }
         nesting += 1
         if nesting > Self.maximumNesting {
             throw JSSyntaxError(
@@ -148,8 +154,15 @@ struct Parser {
     private mutating func advance() -> Token {
         let t = tokens[position]
         if position < tokens.count - 1 { position += 1 }
+        if position & 4095 == 0, deadline != .max, DispatchTime.now().uptimeNanoseconds > deadline {
+            timedOut = true
+        }
         return t
     }
+
+    /// Set when parsing ran past the deadline; `enter` (called at every statement and
+    /// expression) then ends the parse.
+    private var timedOut = false
 
     private mutating func eat(_ p: String) -> Bool {
         if isPunct(p) {
@@ -689,7 +702,8 @@ struct Parser {
                 switch part {
                 case .text(let text): exprs.append(.string(text))
                 case .code(let code):
-                    var inner = Parser(tokens: try Lexer.tokenize(code), nesting: nesting)
+                    var inner = Parser(tokens: try Lexer.tokenize(code, deadline: deadline), nesting: nesting)
+                    inner.deadline = deadline
                     exprs.append(try inner.expression())
                 }
             }
