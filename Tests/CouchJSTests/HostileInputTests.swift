@@ -277,6 +277,14 @@ import Testing
             #expect(Date().timeIntervalSince(start) < 10, "\(source) ended, but slowly")
         }
         #expect(Self.outcome(small, "[1, 2, 3].map(function (x) { return x * 2 }).join('-')") == "2-4-6")
+        // Listing a big array's keys for `for … in`, again and again: each listing is counted (it
+        // was not: a few steps per loop while 500,000 keys were made each time).
+        let keys = Interpreter()
+        keys.timeBudget = 2
+        let keysStart = Date()
+        #expect(
+            Self.outcome(keys, "var big = new Array(500000); for (;;) { for (var k in big) { break } }") == "budget")
+        #expect(Date().timeIntervalSince(keysStart) < 10)
     }
 
     /// The time budget ends what the step count does not see.

@@ -54,6 +54,7 @@ extension Interpreter {
                     object.set(name, try eval(valueExpr, scope))
                 case .spread(let e):
                     if let source = try eval(e, scope).object {
+                        try chargeKeys(source, each: 32 + Interpreter.elementCost)
                         for key in source.ownKeys { object.set(key, source.get(key)) }
                     }
                 }

@@ -114,6 +114,7 @@ public final class Interpreter {
             nesting = 0
             depth = 0
             joining = []
+            nextClockCheck = 1_024
             let seconds = timeBudget.isFinite ? max(0, min(timeBudget, 86_400)) : 86_400
             deadline = DispatchTime.now().uptimeNanoseconds + UInt64(seconds * 1e9)
             active = true
@@ -128,10 +129,15 @@ public final class Interpreter {
             throw JSBudgetExceeded(description: "the function ran more than \(stepBudget) steps (an endless loop?)")
         }
         if allocated > memoryBudget { throw memoryExceeded() }
-        if steps & 1023 == 0, DispatchTime.now().uptimeNanoseconds > deadline {
-            throw JSBudgetExceeded(description: "the function ran longer than its time budget (\(timeBudget) s)")
+        if steps >= nextClockCheck {
+            // Every 1,024 steps, also when a built-in charged many at once.
+            nextClockCheck = steps + 1_024
+            try checkTime()
         }
     }
+
+    /// The step count at which `tick` next reads the clock.
+    private var nextClockCheck = 1_024
 
     /// Throws when the current call has run past its time budget (native work checks this).
     func checkTime() throws {
@@ -146,7 +152,8 @@ public final class Interpreter {
 
     /// Counts work a built-in does (`count` steps) before doing it.
     func charge(steps count: Int) throws {
-        steps = steps > Int.max - max(0, count) ? Int.max : steps + max(0, count)
+        // Saturates well below Int.max, so that no counter arithmetic can overflow.
+        steps = min(steps, Int.max / 4) + min(max(0, count), Int.max / 4)
         try tick()
     }
 
@@ -154,8 +161,9 @@ public final class Interpreter {
     /// past the memory budget it throws, and the bytes cost steps (one per 256) too.
     func charge(_ count: Int, of size: Int = 1) throws {
         let (bytes, overflow) = max(0, count).multipliedReportingOverflow(by: max(0, size))
-        if overflow || bytes > memoryBudget - allocated {
-            allocated = memoryBudget + 1
+        let limit = max(0, memoryBudget)
+        if overflow || bytes > limit - min(max(0, allocated), limit) {
+            allocated = Int.max
             throw memoryExceeded()
         }
         allocated += bytes
@@ -163,7 +171,7 @@ public final class Interpreter {
     }
 
     /// Notes a small allocation that cannot throw where it happens; the next step checks it.
-    func note(bytes: Int) { allocated = allocated > Int.max - bytes ? Int.max : allocated + bytes }
+    func note(bytes: Int) { allocated = allocated > Int.max - max(0, bytes) ? Int.max : allocated + max(0, bytes) }
 
     /// Checks a string about to be made of `bytes` UTF-8 bytes against the longest string.
     /// `total`: the whole string's length when `bytes` are appended to one being built.
@@ -276,7 +284,9 @@ public final class Interpreter {
             if isOf {
                 items = try iterate(subject)
             } else if let object = subject.object {
-                items = forInKeys(object).map(JSValue.string)
+                let keys = forInKeys(object)
+                try charge(keys.count, of: Interpreter.elementCost + 32)
+                items = keys.map(JSValue.string)
             } else if case .string(let s) = subject {
                 try charge(s.utf16.count, of: Interpreter.elementCost + 16)
                 items = (0..<s.utf16.count).map { .string(String($0)) }

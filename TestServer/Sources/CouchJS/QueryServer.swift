@@ -90,11 +90,14 @@ public final class JSQueryServer {
     private func failure(_ error: Error) -> Failure {
         if let failure = error as? Failure { return failure }
         if let thrown = error as? JSThrown {
-            // The thrown value is read with budgets of its own (the call's may be spent).
+            // The thrown value is read with budgets of its own (the call's may be spent), on the
+            // interpreter's stack (it may be nested deep).
             interpreter.steps = 0
             interpreter.allocated = 0
-            let json = try? interpreter.toJSON(thrown.value)
-            return .thrown(json ?? nil, thrown.value.toDisplayString())
+            let read = try? interpreter.withBudget { () throws -> (JSON?, String) in
+                ((try? interpreter.toJSON(thrown.value)) ?? nil, String(thrown.value.toDisplayString().prefix(10_000)))
+            }
+            return .thrown(read?.0, read?.1 ?? "an exception")
         }
         if let budget = error as? JSBudgetExceeded { return .budget(budget.description) }
         if let syntax = error as? JSSyntaxError { return .compilation(syntax.description) }
