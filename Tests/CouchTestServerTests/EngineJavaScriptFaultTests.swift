@@ -78,4 +78,30 @@ import Testing
         #expect(refused.text.contains("nested too deeply"))
         #expect(engine.send("GET", "/db").status == 200)
     }
+
+    @Test func aShowFunctionCannotSmuggleHeaders() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        engine.send(
+            "PUT", "/db/_design/s",
+            json: [
+                "shows": [
+                    "h": """
+                    function (doc, req) {
+                      return {body: 'ok', headers: {'X-Ok': '1', 'X-Bad': 'a\\r\\nSet-Cookie: evil=1',
+                        'Content-Length': '0', 'Bad Name': 'x', 'Transfer-Encoding': 'chunked'}};
+                    }
+                    """
+                ]
+            ])
+        let shown = engine.send("GET", "/db/_design/s/_show/h")
+        #expect(shown.status == 200)
+        #expect(shown.text == "ok")
+        #expect(shown.headers["X-Ok"] == "1")
+        #expect(shown.headers["X-Bad"] == nil)
+        #expect(shown.headers["Set-Cookie"] == nil)
+        #expect(shown.headers["Bad Name"] == nil)
+        #expect(shown.headers["Transfer-Encoding"] == nil)
+        #expect(shown.headers["Content-Length"] != "0")
+    }
 }

@@ -344,8 +344,21 @@ extension CouchEngine {
         -> ServerResponse
     {
         var headers = HTTPHeaders()
-        for (name, value) in rendered.headers + extra { headers.add(name, value) }
+        for (name, value) in rendered.headers where Self.isSafeHeader(name, value) { headers.add(name, value) }
+        for (name, value) in extra { headers.add(name, value) }
         return ServerResponse(status: rendered.code ?? status, headers: headers, body: .data(rendered.body))
+    }
+
+    /// Whether a header a show, list or update function set may be sent: a token for a name, no
+    /// CR, LF or NUL in the value (no header or body smuggled into the response), and none of the
+    /// fields that frame the message, which the server writes itself.
+    static func isSafeHeader(_ name: String, _ value: String) -> Bool {
+        let tokenCharacters = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        guard !name.isEmpty, name.count <= 256, name.allSatisfy(tokenCharacters.contains),
+            value.utf8.count <= 8_192, !value.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }),
+            !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" })
+        else { return false }
+        return !["content-length", "transfer-encoding", "connection"].contains(name.lowercased())
     }
 
     private func renderError(_ error: JSQueryServer.Failure) -> CouchError {
