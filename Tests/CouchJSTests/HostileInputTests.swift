@@ -128,6 +128,9 @@ import Testing
             ("parseInt('99999999999999999999')", "100000000000000000000"), ("2147483648 | 0", "-2147483648"),
             ("4294967296 | 0", "0"), ("-1 >>> 0", "4294967295"), ("1 << 32", "1"), ("1e300 | 0", "0"),
             ("JSON.stringify([1], null, 1e300)", "[\n          1\n]"),
+            ("Object.assign([], {999999: 1}).length", "1000000"), ("Object.assign([], {length: 1e9})", "RangeError"),
+            ("Math.round(0.49999999999999994)", "0"), ("Math.round(-2.5)", "-2"), ("1 / Math.round(-0.2)", "-Infinity"),
+            ("Math.round(2.5)", "3"),
             ("'abc'.replace('', 'x')", "xabc"), ("'abc'.replaceAll('', '-')", "-a-b-c-"),
             ("'a.b.c'.replace('.', '!')", "a!b.c"), ("'a.b.c'.replaceAll('.', '!')", "a!b!c"),
             ("(function () { try { require('nothing') } catch (e) { return 'caught' } })()", "caught"),
@@ -270,6 +273,7 @@ import Testing
             ("'x'.repeat(1e6).toUpperCase().length", "1000000"),
             ("var s = 'ab'.repeat(5e5); var n = 0; for (;;) { n += s.indexOf('c') }", "budget"),
             ("var o = {}; for (var i = 0; i < 1e6; i++) o['k' + i] = i", "budget"),
+            ("var kept = []; for (;;) kept.push(Object.assign([], {999999: 1}))", "budget"),
         ]
         for (source, expected) in cases {
             let start = Date()

@@ -118,7 +118,8 @@ extension Interpreter {
             for source in args.dropFirst() {
                 if let s = source.object {
                     try interpreter.chargeKeys(s, each: 32 + Interpreter.elementCost)
-                    for key in s.ownKeys { target.set(key, s.get(key)) }
+                    // Through setProperty: an array target grows only as far as it may, counted.
+                    for key in s.ownKeys { try interpreter.setProperty(.object(target), key, s.get(key)) }
                 }
             }
             return .object(target)
@@ -964,7 +965,7 @@ extension Interpreter {
         }
         let unaryFunctions: [(String, (Double) -> Double)] = [
             ("floor", { $0.rounded(.down) }), ("ceil", { $0.rounded(.up) }), ("abs", { abs($0) }),
-            ("sqrt", { $0.squareRoot() }), ("round", { ($0 + 0.5).rounded(.down) }),
+            ("sqrt", { $0.squareRoot() }), ("round", Self.round),
             ("trunc", { $0.rounded(.towardZero) }),
             ("sign", { $0 > 0 ? 1 : $0 < 0 ? -1 : $0 }), ("log", { Foundation.log($0) }),
             ("exp", { Foundation.exp($0) }),
@@ -1054,6 +1055,14 @@ extension Interpreter {
         default:
             try append(value.serialized)
         }
+    }
+
+    /// `Math.round`: half rounds up (toward +Infinity), -0 and -0.5...-0 stay -0.
+    static func round(_ x: Double) -> Double {
+        guard x.isFinite else { return x }
+        let floor = x.rounded(.down)
+        let r = x - floor >= 0.5 ? floor + 1 : floor
+        return r == 0 && x.sign == .minus ? -0.0 : r
     }
 
     /// A finite, non-zero number as `d.ddd` (`digits` after the point) and its decimal exponent.
