@@ -163,30 +163,51 @@ extension CouchEngine {
 
     // MARK: - Views
 
-    /// The rows of a JavaScript view: its map function over every document (lock held), sorted
-    /// by key then id. A document for which the map function throws is skipped, as CouchDB does.
-    func javascriptViewRows(_ db: Database, ddocID: String, ddoc: JSON, view: String, partition: String?)
-        throws(CouchError) -> [ViewRow]
+    /// What a JavaScript view needs from its database, read under the database's lock: its rows
+    /// when they are cached for this state, else the documents to map.
+    struct JavaScriptViewInput {
+        var rows: [ViewRow]?
+        var docs: [(String, JSON)] = []
+        var source = ""
+        var key = ""
+        var stateKey = ""
+    }
+
+    /// Reads what a JavaScript view needs (the database's lock held): nothing runs here, so a
+    /// slow map function never holds the lock.
+    func javascriptViewInput(_ db: Database, ddocID: String, ddoc: JSON, view: String, partition: String?)
+        throws(CouchError) -> JavaScriptViewInput
     {
         guard case .string(let source)? = ddoc["views"]?[view]?["map"] else {
             throw CouchError.notFound("missing_named_view")
         }
-        let key = serverKey(db, ddocID, ddoc)
-        let stateKey =
-            key + "\u{0}" + view + "\u{0}" + (partition ?? "") + "\u{0}" + String(db.updateSeq)
+        var input = JavaScriptViewInput(source: source)
+        input.key = serverKey(db, ddocID, ddoc)
+        input.stateKey =
+            input.key + "\u{0}" + view + "\u{0}" + (partition ?? "") + "\u{0}" + String(db.updateSeq)
             + "\u{0}" + String(ObjectIdentifier(db).hashValue)
-        if let rows = javaScript.cachedRows(stateKey) { return rows }
+        if let rows = javaScript.cachedRows(input.stateKey) {
+            input.rows = rows
+            return input
+        }
         let prefix = partition.map { $0 + ":" }
-        var docs: [(String, JSON)] = []
         for id in db.sortedIDs where !id.hasPrefix("_design/") {
             if let prefix, !id.hasPrefix(prefix) { continue }
             guard let entry = db.docs[id], let winner = entry.winner, !winner.deleted else { continue }
-            docs.append((id, renderDocument(entry, winner, DocRenderOptions())))
+            input.docs.append((id, renderDocument(entry, winner, DocRenderOptions())))
         }
-        let rows = try javaScript.with(key, ddoc: ddoc) { (server, cache) throws(CouchError) -> [ViewRow] in
-            let map = try function(server, &cache, path: "views/\(view)/map", source: source)
+        return input
+    }
+
+    /// The rows of a JavaScript view: its map function over every document (the database's lock
+    /// not held), sorted by key then id. A document for which the map function throws or runs
+    /// out of a budget is skipped and logged, as CouchDB does.
+    func javascriptViewRows(_ input: JavaScriptViewInput, ddoc: JSON, view: String) throws(CouchError) -> [ViewRow] {
+        if let rows = input.rows { return rows }
+        let rows = try javaScript.with(input.key, ddoc: ddoc) { (server, cache) throws(CouchError) -> [ViewRow] in
+            let map = try function(server, &cache, path: "views/\(view)/map", source: input.source)
             var rows: [ViewRow] = []
-            for (id, doc) in docs {
+            for (id, doc) in input.docs {
                 do {
                     for emitted in try server.map(map, doc) {
                         rows.append(ViewRow(key: emitted.key, id: id, value: emitted.value))
@@ -201,7 +222,7 @@ extension CouchEngine {
             let c = Collation.compare(a.key, b.key)
             return c != 0 ? c < 0 : Collation.compareRaw(a.id, b.id) < 0
         }
-        javaScript.storeRows(stateKey, sorted)
+        javaScript.storeRows(input.stateKey, sorted)
         return sorted
     }
 
