@@ -3,12 +3,19 @@ import Foundation
 extension Interpreter {
     func eval(_ expr: Expr, _ scope: Scope) throws -> JSValue {
         try tick()
+        nesting += 1
+        defer { nesting -= 1 }
+        if nesting > maximumNesting { throw nestedTooDeeply() }
         switch expr {
         case .number(let n): return .number(n)
         case .string(let s): return .string(s)
         case .template(let parts):
             var text = ""
-            for part in parts { text += try toStringValue(try eval(part, scope)) }
+            for part in parts {
+                let piece = try toStringValue(try eval(part, scope))
+                try chargeString(text.utf8.count + piece.utf8.count)
+                text += piece
+            }
             return .string(text)
         case .regex(let pattern, let flags): return try makeRegex(pattern, flags)
         case .bool(let b): return .bool(b)
@@ -26,7 +33,9 @@ extension Interpreter {
                     continue
                 }
                 if case .spread(let inner) = item {
-                    values += try iterate(try eval(inner, scope))
+                    let spread = try iterate(try eval(inner, scope))
+                    try charge(spread.count, of: Interpreter.elementCost)
+                    values += spread
                 } else {
                     values.append(try eval(item, scope))
                 }
@@ -45,6 +54,7 @@ extension Interpreter {
                     object.set(name, try eval(valueExpr, scope))
                 case .spread(let e):
                     if let source = try eval(e, scope).object {
+                        try chargeKeys(source, each: 32 + Interpreter.elementCost)
                         for key in source.ownKeys { object.set(key, source.get(key)) }
                     }
                 }
@@ -138,7 +148,9 @@ extension Interpreter {
         var args: [JSValue] = []
         for e in exprs {
             if case .spread(let inner) = e {
-                args += try iterate(try eval(inner, scope))
+                let spread = try iterate(try eval(inner, scope))
+                try charge(spread.count, of: Interpreter.elementCost)
+                args += spread
             } else {
                 args.append(try eval(e, scope))
             }
@@ -190,6 +202,7 @@ extension Interpreter {
 
     /// `ToPrimitive` then `ToString`, calling an object's own `toString` when it has one.
     func toStringValue(_ value: JSValue) throws -> String {
+        if case .object(let o) = value, o.array != nil { return try joinArray(o, separator: ",") }
         if case .object(let o) = value, o.array == nil, o.date == nil, o.regex == nil, o.callable == nil,
             case .object(let f) = o.get("toString"), case .user = f.callable
         {
@@ -201,8 +214,8 @@ extension Interpreter {
     func binary(_ op: String, _ l: JSValue, _ r: JSValue) throws -> JSValue {
         switch op {
         case "+":
-            let lp = primitive(l)
-            let rp = primitive(r)
+            let lp = try primitive(l)
+            let rp = try primitive(r)
             if case .string = lp { return try concatenate(l, r) }
             if case .string = rp { return try concatenate(l, r) }
             return .number(lp.toNumber() + rp.toNumber())
@@ -214,13 +227,13 @@ extension Interpreter {
             let b = r.toNumber()
             return .number(a.truncatingRemainder(dividingBy: b))
         case "**": return .number(pow(l.toNumber(), r.toNumber()))
-        case "==": return .bool(looseEquals(l, r))
-        case "!=": return .bool(!looseEquals(l, r))
+        case "==": return .bool(try looseEquals(l, r))
+        case "!=": return .bool(try !looseEquals(l, r))
         case "===": return .bool(strictEquals(l, r))
         case "!==": return .bool(!strictEquals(l, r))
         case "<", ">", "<=", ">=":
-            let lp = primitive(l)
-            let rp = primitive(r)
+            let lp = try primitive(l)
+            let rp = try primitive(r)
             if case .string(let a) = lp, case .string(let b) = rp {
                 let c = compareStrings(a, b)
                 switch op {
@@ -265,25 +278,31 @@ extension Interpreter {
 
     /// String concatenation, bounded in length (memory).
     private func concatenate(_ l: JSValue, _ r: JSValue) throws -> JSValue {
-        let text = try toStringValue(l) + (try toStringValue(r))
-        if text.utf8.count > Interpreter.maximumStringLength {
-            throw JSThrown(value: makeError("RangeError", "Invalid string length"))
-        }
-        return .string(text)
+        let left = try toStringValue(l)
+        let right = try toStringValue(r)
+        try chargeString(left.utf8.count + right.utf8.count)
+        return .string(left + right)
     }
 
     /// Compares strings by UTF-16 code units, as JavaScript does.
     func compareStrings(_ a: String, _ b: String) -> Int {
-        let x = Array(a.utf16)
-        let y = Array(b.utf16)
-        for (p, q) in zip(x, y) where p != q { return p < q ? -1 : 1 }
-        return x.count == y.count ? 0 : (x.count < y.count ? -1 : 1)
+        var x = a.utf16.makeIterator()
+        var y = b.utf16.makeIterator()
+        while true {
+            switch (x.next(), y.next()) {
+            case (nil, nil): return 0
+            case (nil, _): return -1
+            case (_, nil): return 1
+            case (let p?, let q?): if p != q { return p < q ? -1 : 1 }
+            }
+        }
     }
 
     /// `ToPrimitive` (hint number; dates and plain objects become strings, arrays their join).
-    func primitive(_ value: JSValue) -> JSValue {
+    func primitive(_ value: JSValue) throws -> JSValue {
         guard case .object(let o) = value else { return value }
         if let date = o.date { return .number(date) }
+        if o.array != nil { return .string(try joinArray(o, separator: ",")) }
         return .string(value.toDisplayString())
     }
 
@@ -298,12 +317,12 @@ extension Interpreter {
         }
     }
 
-    func looseEquals(_ l: JSValue, _ r: JSValue) -> Bool {
+    func looseEquals(_ l: JSValue, _ r: JSValue) throws -> Bool {
         if l.isNullish || r.isNullish { return l.isNullish && r.isNullish }
         switch (l, r) {
         case (.object(let a), .object(let b)): return a === b
-        case (.object, _): return looseEquals(primitive(l), r)
-        case (_, .object): return looseEquals(l, primitive(r))
+        case (.object, _): return try looseEquals(try primitive(l), r)
+        case (_, .object): return try looseEquals(l, try primitive(r))
         case (.string(let a), .string(let b)): return a == b
         case (.bool, _), (_, .bool), (.number, _), (_, .number): return l.toNumber() == r.toNumber()
         default: return strictEquals(l, r)

@@ -1,19 +1,43 @@
 import Foundation
 
-/// A tree-walking interpreter of the JavaScript CouchDB design documents use, with a budget of
-/// steps and call depth per call into it, so that no function can hang the server.
+/// A tree-walking interpreter of the JavaScript CouchDB design documents use, with budgets per
+/// call into it (steps, bytes allocated, time, call depth and nesting), so that no function can
+/// hang, balloon or crash the server: a function past a budget ends with `JSBudgetExceeded`.
 public final class Interpreter {
-    /// The most evaluation steps one call from Swift may take.
+    /// The most evaluation steps one call from Swift may take. Built-ins that copy or scan count
+    /// their work too (a step per element, a step per 256 bytes).
     public var stepBudget = 5_000_000
+    /// The most bytes one call from Swift may allocate, counted as strings, arrays and objects are
+    /// made (what they cost, not what is still held when the call ends).
+    public var memoryBudget = 256 << 20
+    /// The longest one call from Swift may run, in seconds: a backstop for native work the step
+    /// count does not see (steps end a runaway first).
+    public var timeBudget: Double = 5
     /// The deepest JavaScript call nesting.
     public var maximumDepth = 200
-    /// The longest array `new Array(n)` or a `length` assignment makes, and the longest string
-    /// `repeat` or `+` builds: memory stays bounded (every other growth costs a step).
+    /// The deepest nesting of expressions and statements being evaluated, calls included: what
+    /// bounds the interpreter's own recursion (the Swift stack), whatever the source's shape.
+    public var maximumNesting = 2_000
+    /// The longest array `new Array(n)`, `Array.from` or a `length` assignment makes, and the
+    /// longest string any operation builds (in UTF-8 bytes): memory stays bounded.
     static let maximumArrayLength = 1_000_000
     static let maximumStringLength = 64 << 20
+    /// What one array element and one object cost against `memoryBudget`.
+    static let elementCost = MemoryLayout<JSValue>.stride
+    static let objectCost = 160
 
     let global: Scope
     var steps = 0
+    /// Bytes allocated by the current call (see `memoryBudget`).
+    var allocated = 0
+    /// Expressions and statements being evaluated (see `maximumNesting`).
+    var nesting = 0
+    /// When the current call must have ended (uptime nanoseconds).
+    private var deadline: UInt64 = .max
+    /// Arrays being joined (`join`, `toString`), for cycles.
+    var joining: Set<ObjectIdentifier> = []
+    /// Whether a call from Swift is running (calls back into the interpreter run within it).
+    private var active = false
     /// The label of the loop about to run (`outer: for …`), for its `break`/`continue outer`.
     var pendingLabel: String?
     var depth = 0
@@ -40,19 +64,31 @@ public final class Interpreter {
 
     /// Runs `source` as a program in the global scope.
     public func run(_ source: String) throws -> JSValue {
-        let program = try Parser.parseProgram(source)
-        return try budgeted { try execute(program, in: global) }
+        try budgeted { try execute(try parse(source), in: global) }
     }
 
     /// Evaluates `source` as one expression (a design document function's source is one).
     public func evaluate(_ source: String) throws -> JSValue {
-        let program = try Parser.parseProgram("(" + source + "\n)")
-        return try budgeted { try execute(program, in: global) }
+        try budgeted { try execute(try parse("(" + source + "\n)"), in: global) }
     }
 
     /// Calls a function value with `args`, within the budget.
     public func call(_ function: JSValue, this: JSValue = .undefined, _ args: [JSValue]) throws -> JSValue {
         try budgeted { try invoke(function, this: this, args) }
+    }
+
+    /// Parses within the current call's budgets: its source costs 64 bytes a byte against the
+    /// memory budget (what the characters, tokens and tree take), and parsing stops at the deadline.
+    private func parse(_ source: String) throws -> [Stmt] {
+        try charge(source.utf8.count, of: 64)
+        return try Parser.parseProgram(source, deadline: deadline)
+    }
+
+    /// Runs `body` as one call from Swift: on a large-stack thread (see `StackExecutor`) with
+    /// fresh budgets; within a call already running, in place under that call's budgets. Hosts
+    /// convert their arguments and results inside it, so that nothing deep runs on their stack.
+    public func withBudget<T>(_ body: () throws -> T) throws -> T {
+        try budgeted(body)
     }
 
     /// Defines a global.
@@ -63,14 +99,28 @@ public final class Interpreter {
         global.declare(name, .object(makeFunction(name, body)))
     }
 
-    /// Records a log line (`log()` in design functions, and errors the host notes).
-    public func log(_ line: String) { logs.append(line) }
+    /// Records a log line (`log()` in design functions, and errors the host notes); the log
+    /// keeps the last 1,000 lines of at most 10,000 bytes each.
+    public func log(_ line: String) {
+        logs.append(line.utf8.count > 10_000 ? String(decoding: line.utf8.prefix(10_000), as: UTF8.self) : line)
+        if logs.count > 1_000 { logs.removeFirst(logs.count - 1_000) }
+    }
 
-    /// Runs a call from Swift: a fresh step budget, on the large-stack thread (see `StackExecutor`).
-    private func budgeted(_ body: () throws -> JSValue) throws -> JSValue {
-        guard depth == 0 else { return try body() }
-        steps = 0
-        return try StackExecutor.shared.run(body)
+    private func budgeted<T>(_ body: () throws -> T) throws -> T {
+        if active { return try body() }
+        return try StackExecutor.shared.run { () throws -> T in
+            steps = 0
+            allocated = 0
+            nesting = 0
+            depth = 0
+            joining = []
+            nextClockCheck = 1_024
+            let seconds = timeBudget.isFinite ? max(0, min(timeBudget, 86_400)) : 86_400
+            deadline = DispatchTime.now().uptimeNanoseconds + UInt64(seconds * 1e9)
+            active = true
+            defer { active = false }
+            return try body()
+        }
     }
 
     func tick() throws {
@@ -78,6 +128,58 @@ public final class Interpreter {
         if steps > stepBudget {
             throw JSBudgetExceeded(description: "the function ran more than \(stepBudget) steps (an endless loop?)")
         }
+        if allocated > memoryBudget { throw memoryExceeded() }
+        if steps >= nextClockCheck {
+            // Every 1,024 steps, also when a built-in charged many at once.
+            nextClockCheck = steps + 1_024
+            try checkTime()
+        }
+    }
+
+    /// The step count at which `tick` next reads the clock.
+    private var nextClockCheck = 1_024
+
+    /// Throws when the current call has run past its time budget (native work checks this).
+    func checkTime() throws {
+        if DispatchTime.now().uptimeNanoseconds > deadline {
+            throw JSBudgetExceeded(description: "the function ran longer than its time budget (\(timeBudget) s)")
+        }
+    }
+
+    private func memoryExceeded() -> JSBudgetExceeded {
+        JSBudgetExceeded(description: "the function allocated more than its memory budget (\(memoryBudget) bytes)")
+    }
+
+    /// Counts work a built-in does (`count` steps) before doing it.
+    func charge(steps count: Int) throws {
+        // Saturates well below Int.max, so that no counter arithmetic can overflow.
+        steps = min(steps, Int.max / 4) + min(max(0, count), Int.max / 4)
+        try tick()
+    }
+
+    /// Counts `count` items of `size` bytes a built-in is about to allocate, before it does:
+    /// past the memory budget it throws, and the bytes cost steps (one per 256) too.
+    func charge(_ count: Int, of size: Int = 1) throws {
+        let (bytes, overflow) = max(0, count).multipliedReportingOverflow(by: max(0, size))
+        let limit = max(0, memoryBudget)
+        if overflow || bytes > limit - min(max(0, allocated), limit) {
+            allocated = Int.max
+            throw memoryExceeded()
+        }
+        allocated += bytes
+        try charge(steps: bytes >> 8)
+    }
+
+    /// Notes a small allocation that cannot throw where it happens; the next step checks it.
+    func note(bytes: Int) { allocated = allocated > Int.max - max(0, bytes) ? Int.max : allocated + max(0, bytes) }
+
+    /// Checks a string about to be made of `bytes` UTF-8 bytes against the longest string.
+    /// `total`: the whole string's length when `bytes` are appended to one being built.
+    func chargeString(_ bytes: Int, total: Int? = nil) throws {
+        guard (total ?? bytes) <= Interpreter.maximumStringLength else {
+            throw rangeError("Invalid string length: at most \(Interpreter.maximumStringLength) bytes here")
+        }
+        try charge(bytes)
     }
 
     // MARK: - Statements
@@ -134,6 +236,9 @@ public final class Interpreter {
 
     func exec(_ statement: Stmt, _ scope: Scope) throws -> Completion {
         try tick()
+        nesting += 1
+        defer { nesting -= 1 }
+        if nesting > maximumNesting { throw nestedTooDeeply() }
         switch statement {
         case .expression(let e):
             _ = try eval(e, scope)
@@ -179,8 +284,11 @@ public final class Interpreter {
             if isOf {
                 items = try iterate(subject)
             } else if let object = subject.object {
-                items = forInKeys(object).map(JSValue.string)
+                let keys = forInKeys(object)
+                try charge(keys.count, of: Interpreter.elementCost + 32)
+                items = keys.map(JSValue.string)
             } else if case .string(let s) = subject {
+                try charge(s.utf16.count, of: Interpreter.elementCost + 16)
                 items = (0..<s.utf16.count).map { .string(String($0)) }
             }
             for item in items {
@@ -237,7 +345,13 @@ public final class Interpreter {
             var pending: Error?
             do {
                 completion = try execBlock(body, scope)
-            } catch let thrown as JSThrown {
+            } catch let budget as JSBudgetExceeded {
+                throw budget  // a budget run out is not JavaScript's to catch
+            } catch {
+                // What JavaScript threw, or a host error (a syntax error in a `require`d module) as one.
+                let thrown =
+                    error as? JSThrown
+                    ?? JSThrown(value: makeError(error is JSSyntaxError ? "SyntaxError" : "Error", "\(error)"))
                 if let handler {
                     let catchScope = Scope(parent: scope)
                     if let param { try bind(param, thrown.value, catchScope, kind: "let") }
@@ -291,6 +405,10 @@ public final class Interpreter {
         }
     }
 
+    func nestedTooDeeply() -> JSBudgetExceeded {
+        JSBudgetExceeded(description: "expressions and calls nested more than \(maximumNesting) deep")
+    }
+
     /// The label given to the loop starting now (and no other).
     private func takeLabel() -> String? {
         defer { pendingLabel = nil }
@@ -314,7 +432,9 @@ public final class Interpreter {
     /// The values `for … of` visits.
     func iterate(_ value: JSValue) throws -> [JSValue] {
         switch value {
-        case .string(let s): return s.map { .string(String($0)) }
+        case .string(let s):
+            try charge(s.utf8.count, of: Interpreter.elementCost + 16)
+            return s.map { .string(String($0)) }
         case .object(let o) where o.array != nil: return o.array!
         default: throw typeError("\(value.typeName) is not iterable")
         }
@@ -362,9 +482,13 @@ public final class Interpreter {
 
     // MARK: - Objects
 
-    func newObject() -> JSObject { JSObject(prototype: objectPrototype) }
+    func newObject() -> JSObject {
+        note(bytes: Interpreter.objectCost)
+        return JSObject(prototype: objectPrototype)
+    }
 
     func newArray(_ items: [JSValue]) -> JSObject {
+        note(bytes: Interpreter.objectCost + items.count * Interpreter.elementCost)
         let array = JSObject(prototype: arrayPrototype, className: "Array")
         array.array = items
         return array
@@ -416,10 +540,7 @@ public final class Interpreter {
         case .object(let o): return o.get(key)
         case .string(let s):
             if key == "length" { return .number(Double(s.utf16.count)) }
-            if let i = Int(key) {
-                let units = Array(s.utf16)
-                return i >= 0 && i < units.count ? .string(String(utf16CodeUnits: [units[i]], count: 1)) : .undefined
-            }
+            if let i = JSNumber.arrayIndex(key) { return i < s.utf16.count ? .string(s.utf16Unit(at: i)) : .undefined }
             return stringPrototype.get(key)
         case .number: return numberPrototype.get(key)
         case .bool: return booleanPrototype.get(key)
@@ -435,6 +556,25 @@ public final class Interpreter {
             }
             return
         }
+        if let array = o.array {
+            // Growth by `length` or by an index past the end: bounded, and counted before it happens.
+            var newCount: Int?
+            if key == "length" {
+                let n = value.toNumber()
+                guard n >= 0, n == n.rounded(.towardZero), n <= 4_294_967_295 else {
+                    throw rangeError("Invalid array length")
+                }
+                newCount = JSNumber.clamped(n, 0, Int.max)
+            } else if let i = JSNumber.arrayIndex(key) {
+                newCount = i + 1
+            }
+            if let newCount, newCount > array.count {
+                guard newCount <= Interpreter.maximumArrayLength else {
+                    throw rangeError("Invalid array length: at most \(Interpreter.maximumArrayLength) elements here")
+                }
+                try charge(newCount - array.count, of: Interpreter.elementCost)
+            }
+        }
         o.set(key, value)
     }
 
@@ -448,6 +588,9 @@ public final class Interpreter {
         defer { depth -= 1 }
         if depth > maximumDepth { throw JSBudgetExceeded(description: "calls nested more than \(maximumDepth) deep") }
         switch callable {
+        case .bound(let target, let boundThis, let preset):
+            try charge(preset.count + args.count, of: Interpreter.elementCost)
+            return try invoke(target, this: boundThis, preset + args)
         case .native(_, let body):
             return try body(self, this, args)
         case .user(let node, let closure, let boundThis):

@@ -39,16 +39,27 @@ struct Lexer {
         "try", "catch", "finally", "switch", "case", "default", "void",
     ]
 
+    /// Punctuators of more than one character, longest first.
+    private static let punctuators: [(String, [Character])] = [
+        ">>>=", "...", "===", "!==", "**=", "<<=", ">>=", ">>>", "=>", "==", "!=", "<=", ">=", "&&", "||", "??",
+        "++", "--", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "**", "<<", ">>", "?.",
+    ].map { ($0, Array($0)) }
+    private static let punctuatorStarts = Set(punctuators.map { $0.1[0] })
+    private static let punctuatorSeconds = Set(punctuators.map { $0.1[1] })
+
     private let chars: [Character]
     private var index = 0
     private var tokens: [Token] = []
 
     init(_ source: String) { chars = Array(source) }
 
-    static func tokenize(_ source: String) throws(JSSyntaxError) -> [Token] {
+    static func tokenize(_ source: String, deadline: UInt64 = .max) throws(JSSyntaxError) -> [Token] {
         var lexer = Lexer(source)
+        lexer.deadline = deadline
         return try lexer.run()
     }
+
+    private var deadline: UInt64 = .max
 
     private var current: Character? { index < chars.count ? chars[index] : nil }
     private func peek(_ ahead: Int = 1) -> Character? {
@@ -94,6 +105,9 @@ struct Lexer {
             let start = index
             let kind = try scan()
             tokens.append(Token(kind: kind, newlineBefore: newline, offset: start))
+            if tokens.count & 4095 == 0, deadline != .max, DispatchTime.now().uptimeNanoseconds > deadline {
+                throw JSSyntaxError(message: "the source took longer than the time budget to read", offset: start)
+            }
             newline = false
         }
         tokens.append(Token(kind: .end, newlineBefore: true, offset: chars.count))
@@ -114,13 +128,11 @@ struct Lexer {
         if c == "\"" || c == "'" { return .string(try string(quote: c)) }
         if c == "`" { return try template() }
         if c == "/", regexAllowed { return try regex() }
-        let punctuators = [
-            ">>>=", "...", "===", "!==", "**=", "<<=", ">>=", ">>>", "=>", "==", "!=", "<=", ">=", "&&", "||", "??",
-            "++", "--", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "**", "<<", ">>", "?.",
-        ]
-        for p in punctuators where matches(p) {
-            index += p.count
-            return .punctuator(p)
+        if let next = peek(), Self.punctuatorStarts.contains(c), Self.punctuatorSeconds.contains(next) {
+            for (p, characters) in Self.punctuators where matches(characters) {
+                index += characters.count
+                return .punctuator(p)
+            }
         }
         if "{}()[];,<>+-*/%&|^!~?:=.".contains(c) {
             index += 1
@@ -129,12 +141,9 @@ struct Lexer {
         throw JSSyntaxError(message: "Unexpected character '\(c)'", offset: index)
     }
 
-    private func matches(_ text: String) -> Bool {
-        var i = index
-        for ch in text {
-            guard i < chars.count, chars[i] == ch else { return false }
-            i += 1
-        }
+    private func matches(_ text: [Character]) -> Bool {
+        guard index + text.count <= chars.count else { return false }
+        for (i, ch) in text.enumerated() where chars[index + i] != ch { return false }
         return true
     }
 

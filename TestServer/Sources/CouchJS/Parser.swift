@@ -85,17 +85,58 @@ indirect enum Stmt {
 }
 
 /// A recursive-descent (Pratt, for operators) parser of the JavaScript design documents use.
+///
+/// Nesting is bounded (`maximumNesting`): deeper source is a syntax error (CouchDB's
+/// `compilation_error`), never a stack overflow. Parsing is linear in the source: the one
+/// look-ahead (is this `(` an arrow function's parameters?) reads a table of matching brackets
+/// made once, instead of scanning to the closing bracket at every `(`.
 struct Parser {
+    /// The deepest nesting of statements, expressions and patterns the parser accepts, counted
+    /// as its recursion goes (a parenthesised expression costs four, a unary operator one).
+    static let maximumNesting = 1_000
+
     private var tokens: [Token]
     private var position = 0
+    /// The closing bracket's token index for each opening bracket's (-1: none).
+    private let matching: [Int]
+    private var nesting: Int
+    private var deadline: UInt64 = .max
 
-    init(tokens: [Token]) { self.tokens = tokens }
+    init(tokens: [Token], nesting: Int = 0) {
+        self.tokens = tokens
+        self.nesting = nesting
+        var matching = [Int](repeating: -1, count: tokens.count)
+        var open: [Int] = []
+        for (i, token) in tokens.enumerated() {
+            switch token.kind {
+            case .punctuator("("), .punctuator("["), .punctuator("{"): open.append(i)
+            case .punctuator(")"), .punctuator("]"), .punctuator("}"):
+                if let start = open.popLast() { matching[start] = i }
+            default: break
+            }
+        }
+        self.matching = matching
+    }
 
-    static func parseProgram(_ source: String) throws(JSSyntaxError) -> [Stmt] {
-        var parser = Parser(tokens: try Lexer.tokenize(source))
+    /// Parses `source`; past `deadline` (uptime nanoseconds) lexing or parsing stops with an error.
+    static func parseProgram(_ source: String, deadline: UInt64 = .max) throws(JSSyntaxError) -> [Stmt] {
+        var parser = Parser(tokens: try Lexer.tokenize(source, deadline: deadline))
+        parser.deadline = deadline
         var statements: [Stmt] = []
         while !parser.atEnd { statements.append(try parser.statement()) }
         return statements
+    }
+
+    /// Enters one level of nesting; deeper than `maximumNesting` is a syntax error.
+    private mutating func enter() throws(JSSyntaxError) {
+        if timedOut {
+            throw JSSyntaxError(message: "the source took longer than the time budget to parse", offset: token.offset)
+        }
+        nesting += 1
+        if nesting > Self.maximumNesting {
+            throw JSSyntaxError(
+                message: "nested too deeply (more than \(Self.maximumNesting) levels)", offset: token.offset)
+        }
     }
 
     // MARK: - Tokens
@@ -113,8 +154,15 @@ struct Parser {
     private mutating func advance() -> Token {
         let t = tokens[position]
         if position < tokens.count - 1 { position += 1 }
+        if position & 4095 == 0, deadline != .max, DispatchTime.now().uptimeNanoseconds > deadline {
+            timedOut = true
+        }
         return t
     }
+
+    /// Set when parsing ran past the deadline; `enter` (called at every statement and
+    /// expression) then ends the parse.
+    private var timedOut = false
 
     private mutating func eat(_ p: String) -> Bool {
         if isPunct(p) {
@@ -164,6 +212,8 @@ struct Parser {
     // MARK: - Statements
 
     mutating func statement() throws(JSSyntaxError) -> Stmt {
+        try enter()
+        defer { nesting -= 1 }
         switch token.kind {
         case .punctuator("{"):
             return .block(try block())
@@ -271,6 +321,8 @@ struct Parser {
 
     /// A binding name or destructuring pattern (without its default).
     private mutating func bindingTarget() throws(JSSyntaxError) -> Pattern {
+        try enter()
+        defer { nesting -= 1 }
         if eat("{") {
             var entries: [(key: String, target: Pattern)] = []
             var rest: String?
@@ -457,20 +509,8 @@ struct Parser {
     private func arrowAhead() -> Bool {
         if case .identifier = token.kind, peekKind() == .punctuator("=>") { return true }
         guard isPunct("(") else { return false }
-        var depth = 0
-        var i = position
-        while i < tokens.count {
-            switch tokens[i].kind {
-            case .punctuator("("), .punctuator("["), .punctuator("{"): depth += 1
-            case .punctuator(")"), .punctuator("]"), .punctuator("}"):
-                depth -= 1
-                if depth == 0 { return i + 1 < tokens.count && tokens[i + 1].kind == .punctuator("=>") }
-            case .end: return false
-            default: break
-            }
-            i += 1
-        }
-        return false
+        let close = matching[position]
+        return close >= 0 && close + 1 < tokens.count && tokens[close + 1].kind == .punctuator("=>")
     }
 
     private mutating func arrowFunction() throws(JSSyntaxError) -> Expr {
@@ -491,6 +531,8 @@ struct Parser {
     }
 
     mutating func assignment() throws(JSSyntaxError) -> Expr {
+        try enter()
+        defer { nesting -= 1 }
         if arrowAhead() { return try arrowFunction() }
         let target = try conditional()
         if case .punctuator(let op) = token.kind,
@@ -531,8 +573,15 @@ struct Parser {
     }
 
     private mutating func binary(_ minimum: Int) throws(JSSyntaxError) -> Expr {
+        try enter()
+        defer { nesting -= 1 }
         var left = try unary()
+        // Each operator in a chain nests the tree one deeper (`a + b + c` is `(a + b) + c`).
+        var chain = 0
+        defer { nesting -= chain }
         while let op = binaryOperator(), let level = Self.precedence[op], level > minimum {
+            try enter()
+            chain += 1
             _ = advance()
             // `**` is right-associative.
             let right = try binary(op == "**" ? level - 1 : level)
@@ -546,6 +595,8 @@ struct Parser {
     }
 
     private mutating func unary() throws(JSSyntaxError) -> Expr {
+        try enter()
+        defer { nesting -= 1 }
         switch token.kind {
         case .punctuator(let p) where ["!", "-", "+", "~"].contains(p):
             _ = advance()
@@ -582,10 +633,15 @@ struct Parser {
 
     private mutating func postfix() throws(JSSyntaxError) -> Expr {
         var value: Expr
+        // Each member access or call in a chain nests the tree one deeper (`a.b.c` is `(a.b).c`).
+        var chain = 0
+        defer { nesting -= chain }
         if isKeyword("new") {
             _ = advance()
             var callee = try primary()
             while true {
+                try enter()
+                chain += 1
                 if eat(".") {
                     callee = .member(callee, try identifierName(), optional: false)
                 } else if isPunct("[") {
@@ -602,6 +658,8 @@ struct Parser {
             value = try primary()
         }
         while true {
+            try enter()
+            chain += 1
             if eat(".") {
                 value = .member(value, try identifierName(), optional: false)
             } else if eat("?.") {
@@ -632,6 +690,8 @@ struct Parser {
     }
 
     private mutating func primary() throws(JSSyntaxError) -> Expr {
+        try enter()
+        defer { nesting -= 1 }
         let t = advance()
         switch t.kind {
         case .number(let n): return .number(n)
@@ -642,7 +702,8 @@ struct Parser {
                 switch part {
                 case .text(let text): exprs.append(.string(text))
                 case .code(let code):
-                    var inner = Parser(tokens: try Lexer.tokenize(code))
+                    var inner = Parser(tokens: try Lexer.tokenize(code, deadline: deadline), nesting: nesting)
+                    inner.deadline = deadline
                     exprs.append(try inner.expression())
                 }
             }

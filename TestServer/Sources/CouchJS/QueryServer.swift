@@ -40,6 +40,7 @@ public final class JSQueryServer {
         interpreter.defineFunction("emit") { [unowned self] interpreter, _, args in
             let key = try interpreter.toJSON(args.first ?? .undefined) ?? .null
             let value = try interpreter.toJSON(args.count > 1 ? args[1] : .undefined) ?? .null
+            try interpreter.charge(1, of: 64)
             self.emitted.append((key, value))
             return .undefined
         }
@@ -87,34 +88,49 @@ public final class JSQueryServer {
     }
 
     private func failure(_ error: Error) -> Failure {
+        if let failure = error as? Failure { return failure }
         if let thrown = error as? JSThrown {
-            let json = try? interpreter.toJSON(thrown.value)
-            return .thrown(json ?? nil, thrown.value.toDisplayString())
+            // The thrown value is read with budgets of its own (the call's may be spent), on the
+            // interpreter's stack (it may be nested deep).
+            interpreter.steps = 0
+            interpreter.allocated = 0
+            let read = try? interpreter.withBudget { () throws -> (JSON?, String) in
+                ((try? interpreter.toJSON(thrown.value)) ?? nil, String(thrown.value.toDisplayString().prefix(10_000)))
+            }
+            return .thrown(read?.0, read?.1 ?? "an exception")
         }
         if let budget = error as? JSBudgetExceeded { return .budget(budget.description) }
         if let syntax = error as? JSSyntaxError { return .compilation(syntax.description) }
         return .thrown(nil, "\(error)")
     }
 
-    /// Calls `function` with JSON arguments; returns its result as JSON (nil for `undefined`).
-    public func call(_ function: JSValue, _ args: [JSON]) throws(Failure) -> JSON? {
+    /// Runs `body` as one call into the interpreter: its arguments' conversion, the call and its
+    /// result's conversion all on the interpreter's stack and within one set of budgets; whatever
+    /// goes wrong (a throw, a budget, a syntax error) is a `Failure`, never a trap.
+    private func guarded<T>(_ body: () throws -> T) throws(Failure) -> T {
         do {
-            return try interpreter.toJSON(try interpreter.call(function, args.map(interpreter.fromJSON)))
+            return try interpreter.withBudget {
+                do {
+                    return try body()
+                } catch {
+                    throw failure(error)
+                }
+            }
         } catch {
             throw failure(error)
         }
     }
 
+    /// Calls `function` with JSON arguments; returns its result as JSON (nil for `undefined`).
+    public func call(_ function: JSValue, _ args: [JSON]) throws(Failure) -> JSON? {
+        try guarded { try interpreter.toJSON(try interpreter.call(function, args.map(interpreter.fromJSON))) }
+    }
+
     /// Runs a map function over `doc`; returns what it emitted.
     public func map(_ function: JSValue, _ doc: JSON) throws(Failure) -> [(key: JSON, value: JSON)] {
         emitted = []
-        do {
-            _ = try interpreter.call(function, [interpreter.fromJSON(doc)])
-        } catch {
-            emitted = []
-            throw failure(error)
-        }
         defer { emitted = [] }
+        try guarded { _ = try interpreter.call(function, [interpreter.fromJSON(doc)]) }
         return emitted.map { (key: $0.0, value: $0.1) }
     }
 
@@ -150,7 +166,9 @@ public final class JSQueryServer {
             return .undefined
         }
         interpreter.defineFunction("send") { [unowned self] interpreter, _, args in
-            self.listChunks.append(try interpreter.toStringValue(args.first ?? .undefined))
+            let chunk = try interpreter.toStringValue(args.first ?? .undefined)
+            try interpreter.charge(chunk.utf8.count)
+            self.listChunks.append(chunk)
             return .undefined
         }
         interpreter.defineFunction("getRow") { [unowned self] interpreter, _, _ in
@@ -188,7 +206,8 @@ public final class JSQueryServer {
             out.headers = [("Content-Type", defaultType)]
         case .object?:
             let object = value!
-            if case .int(let code)? = object["code"] { out.code = Int(code) }
+            // A status HTTP can carry (100...599); any other is ignored.
+            if case .int(let code)? = object["code"], (100...599).contains(code) { out.code = Int(code) }
             for (name, header) in object["headers"]?.objectValue ?? [] {
                 out.headers.append((name, header.stringValue ?? header.serialized))
             }
@@ -214,7 +233,7 @@ public final class JSQueryServer {
     /// Runs a show function: `fn(doc, req)`.
     public func show(_ function: JSValue, doc: JSON?, req: JSON) throws(Failure) -> Rendered {
         providers = []
-        do {
+        return try guarded {
             let result = try interpreter.call(
                 function, [interpreter.fromJSON(doc ?? .null), interpreter.fromJSON(req)])
             if result.isUndefinedValue || result.isNullValue,
@@ -226,8 +245,6 @@ public final class JSQueryServer {
                 return out
             }
             return rendered(try interpreter.toJSON(result), defaultType: "text/html; charset=utf-8")
-        } catch {
-            throw failure(error)
         }
     }
 
@@ -242,7 +259,7 @@ public final class JSQueryServer {
             listRows = []
             listChunks = []
         }
-        do {
+        return try guarded {
             let result = try interpreter.call(function, [interpreter.fromJSON(head), interpreter.fromJSON(req)])
             if let (body, type) = try runProviders(accept: req["headers"]?["Accept"]?.stringValue) {
                 listChunks.append(body)
@@ -252,14 +269,12 @@ public final class JSQueryServer {
             var out = rendered(listStart ?? [:], defaultType: "text/html; charset=utf-8")
             out.body = Data(listChunks.joined().utf8)
             return out
-        } catch {
-            throw failure(error)
         }
     }
 
     /// Runs an update function: `fn(doc, req)` answers `[newDoc or null, response]`.
     public func update(_ function: JSValue, doc: JSON?, req: JSON) throws(Failure) -> (doc: JSON?, response: Rendered) {
-        do {
+        try guarded {
             let result = try interpreter.call(
                 function, [interpreter.fromJSON(doc ?? .null), interpreter.fromJSON(req)])
             guard case .array(let pair)? = try interpreter.toJSON(result), pair.count == 2 else {
@@ -267,10 +282,6 @@ public final class JSQueryServer {
             }
             let newDoc: JSON? = pair[0] == .null ? nil : pair[0]
             return (newDoc, rendered(pair[1], defaultType: "text/html; charset=utf-8"))
-        } catch let failure as Failure {
-            throw failure
-        } catch {
-            throw failure(error)
         }
     }
 

@@ -49,8 +49,36 @@ public enum JSValue {
         }
     }
 
-    /// `ToString` for display (numbers as JavaScript prints them).
+    /// `ToString` for display (numbers as JavaScript prints them). An array that contains itself
+    /// shows its repeats as empty (as engines do), and the text stops growing at the longest
+    /// string the interpreter makes: bounded in time and memory whatever the value.
     public func toDisplayString() -> String {
+        if case .object(let o) = self, o.array != nil {
+            var visiting: Set<ObjectIdentifier> = []
+            var out = ""
+            Self.join(o, into: &out, visiting: &visiting)
+            return out
+        }
+        return displayString()
+    }
+
+    /// An array's elements joined with commas, nested arrays flattened the same way.
+    private static func join(_ array: JSObject, into out: inout String, visiting: inout Set<ObjectIdentifier>) {
+        guard let items = array.array, visiting.count < 1_000, visiting.insert(ObjectIdentifier(array)).inserted
+        else { return }
+        defer { visiting.remove(ObjectIdentifier(array)) }
+        for (i, item) in items.enumerated() {
+            if out.utf8.count > Interpreter.maximumStringLength { return }
+            if i > 0 { out += "," }
+            if case .object(let o) = item, o.array != nil {
+                join(o, into: &out, visiting: &visiting)
+            } else if !item.isNullish {
+                out += item.displayString()
+            }
+        }
+    }
+
+    private func displayString() -> String {
         switch self {
         case .undefined: return "undefined"
         case .null: return "null"
@@ -58,9 +86,7 @@ public enum JSValue {
         case .number(let n): return Self.format(n)
         case .string(let s): return s
         case .object(let o):
-            if let array = o.array {
-                return array.map { $0.isNullish ? "" : $0.toDisplayString() }.joined(separator: ",")
-            }
+            if o.array != nil { return toDisplayString() }
             if o.callable != nil { return "function () { [code] }" }
             if let date = o.date { return JSDate.iso(date) }
             if let regex = o.regex { return "/\(regex.source)/\(regex.flags)" }
@@ -142,13 +168,10 @@ public enum JSValue {
     }
 
     /// `ToInt32`.
-    func toInt32() -> Int32 {
-        let n = toNumber()
-        guard n.isFinite else { return 0 }
-        let truncated = n < 0 ? -(-n).rounded(.down) : n.rounded(.down)
-        let wrapped = truncated.truncatingRemainder(dividingBy: 4_294_967_296)
-        return Int32(truncatingIfNeeded: Int64(wrapped))
-    }
+    func toInt32() -> Int32 { JSNumber.int32(toNumber()) }
+
+    /// `ToUint32`.
+    func toUint32() -> UInt32 { JSNumber.uint32(toNumber()) }
 
     /// `ToPropertyKey`.
     func toKey() -> String { toDisplayString() }
@@ -173,10 +196,42 @@ public final class JSObject {
         self.className = className
     }
 
+    deinit {
+        var pending: [AnyObject] = []
+        detach(into: &pending)
+        Teardown.drain(&pending)
+    }
+
+    /// Hands the objects and scopes this one holds to `pending`, and lets go of them.
+    func detach(into pending: inout [AnyObject]) {
+        if let items = array {
+            for case .object(let o) in items { pending.append(o) }
+            array = nil
+        }
+        if !properties.isEmpty {
+            for case .object(let o) in properties.values { pending.append(o) }
+            properties = [:]
+        }
+        if let prototype {
+            pending.append(prototype)
+            self.prototype = nil
+        }
+        switch callable {
+        case .user(_, let scope, let thisValue)?:
+            pending.append(scope)
+            if case .object(let o)? = thisValue { pending.append(o) }
+            callable = nil
+        case .bound(let target, let this, let args)?:
+            for case .object(let o) in [target, this] + args { pending.append(o) }
+            callable = nil
+        default: break
+        }
+    }
+
     func get(_ key: String) -> JSValue {
         if let array {
             if key == "length" { return .number(Double(array.count)) }
-            if let i = Int(key), i >= 0 { return i < array.count ? array[i] : .undefined }
+            if let i = JSNumber.arrayIndex(key) { return i < array.count ? array[i] : .undefined }
         }
         var object: JSObject? = self
         while let o = object {
@@ -187,7 +242,7 @@ public final class JSObject {
     }
 
     func hasOwn(_ key: String) -> Bool {
-        if let array, key == "length" || Int(key).map({ $0 >= 0 && $0 < array.count }) == true { return true }
+        if let array, key == "length" || JSNumber.arrayIndex(key).map({ $0 < array.count }) == true { return true }
         return properties[key] != nil
     }
 
@@ -200,11 +255,12 @@ public final class JSObject {
         return false
     }
 
+    /// Sets a property. An array grows to at most `Interpreter.maximumArrayLength` elements here:
+    /// the interpreter's `setProperty` checks the length and charges the growth first.
     func set(_ key: String, _ value: JSValue) {
         if array != nil {
             if key == "length" {
-                let n = min(
-                    Interpreter.maximumArrayLength, max(0, Int(value.toNumber().isFinite ? value.toNumber() : 0)))
+                let n = JSNumber.clamped(value.toNumber(), 0, Interpreter.maximumArrayLength)
                 if n < array!.count {
                     array!.removeLast(array!.count - n)
                 } else {
@@ -212,7 +268,7 @@ public final class JSObject {
                 }
                 return
             }
-            if let i = Int(key), i >= 0, i < Interpreter.maximumArrayLength {
+            if let i = JSNumber.arrayIndex(key), i < Interpreter.maximumArrayLength {
                 if i >= array!.count { array! += Array(repeating: .undefined, count: i - array!.count + 1) }
                 array![i] = value
                 return
@@ -223,7 +279,7 @@ public final class JSObject {
     }
 
     func delete(_ key: String) {
-        if array != nil, let i = Int(key), i >= 0, i < array!.count {
+        if array != nil, let i = JSNumber.arrayIndex(key), i < array!.count {
             array![i] = .undefined
             return
         }
@@ -234,10 +290,10 @@ public final class JSObject {
     var ownKeys: [String] {
         if let array { return array.indices.map(String.init) + keyOrder }
         let integers = keyOrder.compactMap { key -> (Int, String)? in
-            guard let i = Int(key), i >= 0, String(i) == key else { return nil }
+            guard let i = JSNumber.arrayIndex(key) else { return nil }
             return (i, key)
         }.sorted { $0.0 < $1.0 }.map(\.1)
-        let names = keyOrder.filter { key in Int(key).map { $0 < 0 || String($0) != key } ?? true }
+        let names = keyOrder.filter { JSNumber.arrayIndex($0) == nil }
         return integers + names
     }
 }
@@ -264,18 +320,37 @@ final class JSRegex {
 enum Callable {
     case user(FunctionNode, Scope, thisValue: JSValue?)
     case native(name: String, (_ interpreter: Interpreter, _ this: JSValue, _ args: [JSValue]) throws -> JSValue)
+    /// `Function.prototype.bind`'s result: held as data, not captured by a Swift closure, so that
+    /// a chain of bound functions is released one at a time (`Teardown`).
+    case bound(JSValue, this: JSValue, args: [JSValue])
 }
 
 /// A lexical scope.
 final class Scope {
     private var bindings: [String: JSValue] = [:]
-    let parent: Scope?
+    private(set) var parent: Scope?
     /// Function scopes take `var` declarations.
     let isFunction: Bool
 
     init(parent: Scope?, isFunction: Bool = false) {
         self.parent = parent
         self.isFunction = isFunction
+    }
+
+    deinit {
+        var pending: [AnyObject] = []
+        detach(into: &pending)
+        Teardown.drain(&pending)
+    }
+
+    /// Hands the objects and scopes this one holds to `pending`, and lets go of them.
+    func detach(into pending: inout [AnyObject]) {
+        for case .object(let o) in bindings.values { pending.append(o) }
+        bindings = [:]
+        if let parent {
+            pending.append(parent)
+            self.parent = nil
+        }
     }
 
     func lookup(_ name: String) -> JSValue? {
@@ -317,6 +392,23 @@ final class Scope {
         var scope = self
         while let parent = scope.parent { scope = parent }
         return scope
+    }
+}
+
+/// Releases what a dying object or scope held one at a time instead of recursively: a chain of a
+/// million arrays (`a = [a]` in a loop) or closures would otherwise overflow the stack as Swift
+/// releases it, on whichever thread drops the last reference.
+enum Teardown {
+    static func drain(_ pending: inout [AnyObject]) {
+        while var next = pending.popLast() {
+            // Only the last reference is taken apart; a shared object lives on unchanged.
+            guard isKnownUniquelyReferenced(&next) else { continue }
+            if let object = next as? JSObject {
+                object.detach(into: &pending)
+            } else if let scope = next as? Scope {
+                scope.detach(into: &pending)
+            }
+        }
     }
 }
 

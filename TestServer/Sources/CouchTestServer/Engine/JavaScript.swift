@@ -8,11 +8,20 @@ import Foundation
 /// compilation check of every function when a design document is saved.
 ///
 /// Each design document revision gets one `JSQueryServer` (compiled functions kept), used under
-/// one lock: the interpreter is not thread-safe, and a TestServer needs no parallel JavaScript.
+/// a lock of its own (the interpreter is not thread-safe): design documents run in parallel, so a
+/// slow function (within the interpreter's step, memory and time budgets) holds up only calls into
+/// its own design document, never other databases' views or validations.
 final class JavaScriptFunctions: @unchecked Sendable {
-    // @unchecked Sendable: `servers` and every use of a server are under `lock`.
+    // @unchecked Sendable: `servers` and `viewRows` are under `lock`; every use of a server is
+    // under its entry's `lock`.
     private let lock = NSLock()
-    private var servers: [String: (server: JSQueryServer, functions: [String: JSValue])] = [:]
+    private final class Entry {
+        let lock = NSLock()
+        let server: JSQueryServer
+        var functions: [String: JSValue] = [:]
+        init(_ server: JSQueryServer) { self.server = server }
+    }
+    private var servers: [String: Entry] = [:]
     /// Computed view rows, per view and database state.
     private var viewRows: [String: [ViewRow]] = [:]
 
@@ -21,10 +30,17 @@ final class JavaScriptFunctions: @unchecked Sendable {
         _ key: String, ddoc: JSON, _ body: (JSQueryServer, inout [String: JSValue]) throws(CouchError) -> T
     ) throws(CouchError) -> T {
         lock.lock()
-        defer { lock.unlock() }
-        var entry = servers[key] ?? (JSQueryServer(designDocument: ddoc), [:])
-        defer { servers[key] = entry }
-        if servers.count > 200 { servers.removeAll() }
+        let entry: Entry
+        if let existing = servers[key] {
+            entry = existing
+        } else {
+            if servers.count > 200 { servers.removeAll() }
+            entry = Entry(JSQueryServer(designDocument: ddoc))
+            servers[key] = entry
+        }
+        lock.unlock()
+        entry.lock.lock()
+        defer { entry.lock.unlock() }
         return try body(entry.server, &entry.functions)
     }
 
@@ -136,7 +152,10 @@ extension CouchEngine {
                     if let message = error.thrownObject?["unauthorized"] {
                         throw CouchError(401, "unauthorized", message.stringValue ?? message.serialized)
                     }
-                    throw CouchError(500, "error", "validate_doc_update in \(ddocID) failed: \(error)")
+                    // Anything else thrown, or a budget run out: CouchDB's 500 `unknown_error`, for
+                    // this write only (the message says what happened, and is logged).
+                    server.interpreter.log("validate_doc_update in \(ddocID) failed: \(error)")
+                    throw CouchError(500, "unknown_error", "validate_doc_update in \(ddocID) failed: \(error)")
                 }
             }
         }
@@ -144,30 +163,51 @@ extension CouchEngine {
 
     // MARK: - Views
 
-    /// The rows of a JavaScript view: its map function over every document (lock held), sorted
-    /// by key then id. A document for which the map function throws is skipped, as CouchDB does.
-    func javascriptViewRows(_ db: Database, ddocID: String, ddoc: JSON, view: String, partition: String?)
-        throws(CouchError) -> [ViewRow]
+    /// What a JavaScript view needs from its database, read under the database's lock: its rows
+    /// when they are cached for this state, else the documents to map.
+    struct JavaScriptViewInput {
+        var rows: [ViewRow]?
+        var docs: [(String, JSON)] = []
+        var source = ""
+        var key = ""
+        var stateKey = ""
+    }
+
+    /// Reads what a JavaScript view needs (the database's lock held): nothing runs here, so a
+    /// slow map function never holds the lock.
+    func javascriptViewInput(_ db: Database, ddocID: String, ddoc: JSON, view: String, partition: String?)
+        throws(CouchError) -> JavaScriptViewInput
     {
         guard case .string(let source)? = ddoc["views"]?[view]?["map"] else {
             throw CouchError.notFound("missing_named_view")
         }
-        let key = serverKey(db, ddocID, ddoc)
-        let stateKey =
-            key + "\u{0}" + view + "\u{0}" + (partition ?? "") + "\u{0}" + String(db.updateSeq)
+        var input = JavaScriptViewInput(source: source)
+        input.key = serverKey(db, ddocID, ddoc)
+        input.stateKey =
+            input.key + "\u{0}" + view + "\u{0}" + (partition ?? "") + "\u{0}" + String(db.updateSeq)
             + "\u{0}" + String(ObjectIdentifier(db).hashValue)
-        if let rows = javaScript.cachedRows(stateKey) { return rows }
+        if let rows = javaScript.cachedRows(input.stateKey) {
+            input.rows = rows
+            return input
+        }
         let prefix = partition.map { $0 + ":" }
-        var docs: [(String, JSON)] = []
         for id in db.sortedIDs where !id.hasPrefix("_design/") {
             if let prefix, !id.hasPrefix(prefix) { continue }
             guard let entry = db.docs[id], let winner = entry.winner, !winner.deleted else { continue }
-            docs.append((id, renderDocument(entry, winner, DocRenderOptions())))
+            input.docs.append((id, renderDocument(entry, winner, DocRenderOptions())))
         }
-        let rows = try javaScript.with(key, ddoc: ddoc) { (server, cache) throws(CouchError) -> [ViewRow] in
-            let map = try function(server, &cache, path: "views/\(view)/map", source: source)
+        return input
+    }
+
+    /// The rows of a JavaScript view: its map function over every document (the database's lock
+    /// not held), sorted by key then id. A document for which the map function throws or runs
+    /// out of a budget is skipped and logged, as CouchDB does.
+    func javascriptViewRows(_ input: JavaScriptViewInput, ddoc: JSON, view: String) throws(CouchError) -> [ViewRow] {
+        if let rows = input.rows { return rows }
+        let rows = try javaScript.with(input.key, ddoc: ddoc) { (server, cache) throws(CouchError) -> [ViewRow] in
+            let map = try function(server, &cache, path: "views/\(view)/map", source: input.source)
             var rows: [ViewRow] = []
-            for (id, doc) in docs {
+            for (id, doc) in input.docs {
                 do {
                     for emitted in try server.map(map, doc) {
                         rows.append(ViewRow(key: emitted.key, id: id, value: emitted.value))
@@ -182,7 +222,7 @@ extension CouchEngine {
             let c = Collation.compare(a.key, b.key)
             return c != 0 ? c < 0 : Collation.compareRaw(a.id, b.id) < 0
         }
-        javaScript.storeRows(stateKey, sorted)
+        javaScript.storeRows(input.stateKey, sorted)
         return sorted
     }
 
@@ -325,8 +365,21 @@ extension CouchEngine {
         -> ServerResponse
     {
         var headers = HTTPHeaders()
-        for (name, value) in rendered.headers + extra { headers.add(name, value) }
+        for (name, value) in rendered.headers where Self.isSafeHeader(name, value) { headers.add(name, value) }
+        for (name, value) in extra { headers.add(name, value) }
         return ServerResponse(status: rendered.code ?? status, headers: headers, body: .data(rendered.body))
+    }
+
+    /// Whether a header a show, list or update function set may be sent: a token for a name, no
+    /// CR, LF or NUL in the value (no header or body smuggled into the response), and none of the
+    /// fields that frame the message, which the server writes itself.
+    static func isSafeHeader(_ name: String, _ value: String) -> Bool {
+        let tokenCharacters = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        guard !name.isEmpty, name.count <= 256, name.allSatisfy(tokenCharacters.contains),
+            value.utf8.count <= 8_192, !value.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }),
+            !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" })
+        else { return false }
+        return !["content-length", "transfer-encoding", "connection"].contains(name.lowercased())
     }
 
     private func renderError(_ error: JSQueryServer.Failure) -> CouchError {

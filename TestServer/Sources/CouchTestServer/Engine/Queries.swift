@@ -216,11 +216,16 @@ extension CouchEngine {
             }
         }
         let language = ddoc["language"]?.stringValue ?? "javascript"
-        let rows = try db.withLock { () throws(CouchError) -> [ViewRow]? in
-            if let native = try nativeViewRows(db, ddoc: ddoc, view: viewDef, partition: partition) { return native }
-            guard language == "javascript" else { return nil }
-            return try javascriptViewRows(db, ddocID: ddocID, ddoc: ddoc, view: view, partition: partition)
+        // JavaScript runs after the database's lock is let go: a slow map function holds up no write.
+        let read = try db.withLock { () throws(CouchError) -> ([ViewRow]?, JavaScriptViewInput?) in
+            if let native = try nativeViewRows(db, ddoc: ddoc, view: viewDef, partition: partition) {
+                return (native, nil)
+            }
+            guard language == "javascript" else { return (nil, nil) }
+            return (nil, try javascriptViewInput(db, ddocID: ddocID, ddoc: ddoc, view: view, partition: partition))
         }
+        var rows = read.0
+        if let input = read.1 { rows = try javascriptViewRows(input, ddoc: ddoc, view: view) }
         guard let rows else {
             throw CouchError(
                 400, "unknown_query_language", "The view \(ddocID)/_view/\(view) is in language \(language).")
