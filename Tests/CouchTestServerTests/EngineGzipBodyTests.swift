@@ -76,6 +76,22 @@ import Testing
         #expect(identity.status == 201)
     }
 
+    /// A `_local` document in a gzipped `_bulk_docs` body is written like the others (its inner write must not
+    /// inflate the already inflated body again).
+    @Test func gzippedBulkDocsWithALocalDocument() throws {
+        let engine = try CouchEngine(options: testOptions())
+        defer { engine.close() }
+        #expect(engine.send("PUT", "/gz").status == 201)
+        let body = Gzip.compress(Data(#"{"docs":[{"_id":"_local/cp","n":1},{"_id":"plain","n":2}]}"#.utf8))
+        let bulk = engine.send(
+            "POST", "/gz/_bulk_docs", body: body,
+            headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip")])
+        #expect(bulk.status == 201)
+        #expect(bulk.json.arrayValue?.count == 2)
+        #expect(engine.send("GET", "/gz/_local/cp").json["n"]?.intValue == 1)
+        #expect(engine.send("GET", "/gz/plain").json["n"]?.intValue == 2)
+    }
+
     @Test func badGzipAndUnknownEncodingsGetCouchDBErrors() throws {
         let engine = try CouchEngine(options: testOptions())
         defer { engine.close() }
