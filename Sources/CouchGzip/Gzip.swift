@@ -86,16 +86,99 @@ public enum Gzip {
     }
 
     /// Decompresses a complete gzip (or zlib, or raw DEFLATE) stream.
-    /// - Parameter maximumSize: the most bytes the output may have; larger output (a "gzip bomb") throws
+    ///
+    /// The input is inflated a slice at a time into one buffer that grows as the output does, so a stream
+    /// that inflates past `maximumSize` (a "gzip bomb") stops there, holding at most `maximumSize` plus the
+    /// inflater's buffer for one slice's output (``decompressionSliceSize`` bytes of input) and its window.
+    /// - Parameter maximumSize: the most bytes the output may have; larger output throws
     ///   ``GzipError/outputTooLarge(limit:)`` before that much memory is used.
     public static func decompress(
         _ data: Data, format: Format = .gzip, maximumSize: Int = defaultMaximumSize
     ) throws(GzipError) -> Data {
-        var inflater = GzipInflater(format: format, maximumSize: maximumSize)
-        inflater.reserveOutput(min(maximumSize, max(data.count * 4, 1024)))
-        let output = try inflater.feed(data)
+        var peak = 0
+        return try decompress(data, format: format, maximumSize: maximumSize, peakHeldBytes: &peak)
+    }
+
+    /// How many bytes of input ``decompress(_:format:maximumSize:)`` inflates at a time. DEFLATE expands a
+    /// byte at most 1032 times, so one slice's output is at most about 2 MiB (the inflater's buffer for it,
+    /// grown by doubling, at most twice that).
+    public static let decompressionSliceSize = 2 * 1024
+
+    /// ``decompress(_:format:maximumSize:)``, also reporting in `peakHeldBytes` an upper bound of the bytes it
+    /// held at once (the output buffer's capacity plus the inflater's largest buffer); for memory tests.
+    package static func decompress(
+        _ data: Data, format: Format, maximumSize: Int, peakHeldBytes: inout Int
+    ) throws(GzipError) -> Data {
+        let limit = max(0, maximumSize)
+        var inflater = GzipInflater(format: format, maximumSize: limit)
+        let output = GrowingBuffer(capacity: min(limit, max(data.count, 256) * 4), limit: limit)
+        let failure: GzipError? = data.withUnsafeBytes { raw in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            var start = 0
+            repeat {
+                let end = min(bytes.count, start + decompressionSliceSize)
+                if let error = inflater.feed(UnsafeBufferPointer(rebasing: bytes[start..<end]), into: output.append) {
+                    return error
+                }
+                if output.failed { return .outputTooLarge(limit: limit) }
+                start = end
+            } while start < bytes.count
+            return nil
+        }
+        peakHeldBytes = output.largestCapacity + inflater.largestWindowCount
+        if let failure { throw failure }
         try inflater.finish()
-        return output
+        return output.take()
+    }
+}
+
+/// Bytes appended to one `malloc` block grown with `realloc` (in place for large blocks, where the C library
+/// remaps pages instead of copying), handed over as `Data` without a copy.
+private final class GrowingBuffer {
+    private var base: UnsafeMutableRawPointer?
+    private var count = 0
+    private var capacity = 0
+    /// The largest capacity held; for memory tests.
+    private(set) var largestCapacity = 0
+    /// The C library could not allocate the memory (reported as output too large: it could not be held).
+    private(set) var failed = false
+
+    /// The most bytes that will be appended (the decompression limit): growth stops there.
+    private let limit: Int
+
+    init(capacity: Int, limit: Int) {
+        self.limit = limit
+        grow(to: capacity)
+    }
+
+    deinit { free(base) }
+
+    func append(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let source = bytes.baseAddress, !bytes.isEmpty, !failed else { return }
+        let needed = count + bytes.count
+        if needed > capacity { grow(to: max(needed, min(capacity * 2, limit))) }
+        guard let base, !failed else { return }
+        (base + count).copyMemory(from: source, byteCount: bytes.count)
+        count = needed
+    }
+
+    private func grow(to newCapacity: Int) {
+        guard newCapacity > capacity else { return }
+        guard let grown = realloc(base, newCapacity) else {
+            failed = true
+            return
+        }
+        base = grown
+        capacity = newCapacity
+        largestCapacity = max(largestCapacity, capacity)
+    }
+
+    /// The bytes appended, as `Data` owning the block.
+    func take() -> Data {
+        guard let block = base, count > 0 else { return Data() }
+        base = nil
+        let shrunk = count < capacity ? realloc(block, count) ?? block : block
+        return Data(bytesNoCopy: shrunk, count: count, deallocator: .free)
     }
 }
 

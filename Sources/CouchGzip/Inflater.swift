@@ -116,17 +116,38 @@ public struct GzipInflater: Sendable {
     /// Whether the stream (for gzip: at least one member) is complete.
     public var isComplete: Bool { phase == .done || phase == .memberEnd }
 
-    mutating func reserveOutput(_ count: Int) {
-        if window.count < count { window = [UInt8](repeating: 0, count: count) }
+    /// Feeds `bytes` and hands the output they produced to `sink` (nothing on an error, which is returned). The
+    /// output is not copied on the way: `sink` sees the inflater's own buffer.
+    mutating func feed(
+        _ bytes: UnsafeBufferPointer<UInt8>, into sink: (UnsafeBufferPointer<UInt8>) -> Void
+    ) -> GzipError? {
+        do {
+            try collect(run(bytes), into: sink)
+            return nil
+        } catch {
+            return error
+        }
     }
 
+    /// The largest output buffer (window and one call's output) this inflater has held; for memory tests.
+    private(set) var largestWindowCount = 0
+
     private mutating func collect(_ error: GzipError?) throws(GzipError) -> Data {
+        var output = Data()
+        try collect(error) { output = Data($0) }
+        return output
+    }
+
+    private mutating func collect(
+        _ error: GzipError?, into sink: (UnsafeBufferPointer<UInt8>) -> Void
+    ) throws(GzipError) {
         updateChecksum()
-        let output = Data(window[returnedCount..<outCount])
         if let error {
+            // No copy of output that is thrown away (a bomb stopped at the limit holds the limit, not twice it).
             phase = .done
             throw error
         }
+        window.withUnsafeBufferPointer { sink(UnsafeBufferPointer(rebasing: $0[returnedCount..<outCount])) }
         // Keep the last 32 KiB as the window for later back-references.
         if outCount > Self.windowSize {
             let keep = Self.windowSize
@@ -141,7 +162,6 @@ public struct GzipInflater: Sendable {
         }
         returnedCount = outCount
         checksumFrom = outCount
-        return output
     }
 
     private mutating func updateChecksum() {
@@ -197,6 +217,7 @@ public struct GzipInflater: Sendable {
         let allowed = outCount - returnedCount + (maximumSize - totalOut)
         if newCount - returnedCount > allowed { newCount = max(needed, returnedCount + allowed + 258) }
         var grown = [UInt8](repeating: 0, count: newCount)
+        largestWindowCount = max(largestWindowCount, newCount)
         let used = outCount
         grown.withUnsafeMutableBufferPointer { target in
             window.withUnsafeBufferPointer { source in

@@ -1,6 +1,7 @@
 import CouchGzip
 import CouchQuery
 import Foundation
+import HTTPWire
 import Testing
 
 @testable import CouchTestServer
@@ -75,6 +76,22 @@ import Testing
         #expect(identity.status == 201)
     }
 
+    /// A `_local` document in a gzipped `_bulk_docs` body is written like the others (its inner write must not
+    /// inflate the already inflated body again).
+    @Test func gzippedBulkDocsWithALocalDocument() throws {
+        let engine = try CouchEngine(options: testOptions())
+        defer { engine.close() }
+        #expect(engine.send("PUT", "/gz").status == 201)
+        let body = Gzip.compress(Data(#"{"docs":[{"_id":"_local/cp","n":1},{"_id":"plain","n":2}]}"#.utf8))
+        let bulk = engine.send(
+            "POST", "/gz/_bulk_docs", body: body,
+            headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip")])
+        #expect(bulk.status == 201)
+        #expect(bulk.json.arrayValue?.count == 2)
+        #expect(engine.send("GET", "/gz/_local/cp").json["n"]?.intValue == 1)
+        #expect(engine.send("GET", "/gz/plain").json["n"]?.intValue == 2)
+    }
+
     @Test func badGzipAndUnknownEncodingsGetCouchDBErrors() throws {
         let engine = try CouchEngine(options: testOptions())
         defer { engine.close() }
@@ -115,5 +132,64 @@ import Testing
         let off = try CouchEngine(options: testOptions())
         defer { off.close() }
         #expect(off.send("GET", "/_all_dbs", headers: [("Accept-Encoding", "gzip")]).headers["Content-Encoding"] == nil)
+    }
+}
+
+/// A `Content-Encoding: gzip` request body is held to the server's body limit as it inflates (CouchDB's
+/// `max_http_request_size`): a small body that inflates past the limit is refused 413 `too_large`.
+@Suite struct GzipRequestBodyLimitTests {
+    static let admin = "Basic " + Data("admin:password".utf8).base64EncodedString()
+
+    func put(_ c: RawHTTPConnection, _ path: String, _ body: Data, gzip: Bool) throws -> RawHTTPConnection.Response {
+        var headers = HTTPHeaders()
+        headers.add("Authorization", Self.admin)
+        headers.add("Content-Type", "application/json")
+        if gzip { headers.add("Content-Encoding", "gzip") }
+        return try c.request(method: "PUT", target: path, headers: headers, body: body)
+    }
+
+    /// `{"a":"000…"}` with `count` zeros.
+    static func document(zeros count: Int) -> Data {
+        Data(#"{"a":""#.utf8) + Data(repeating: 0x30, count: count) + Data(#""}"#.utf8)
+    }
+
+    @Test func gzipBodyInflatingPastTheServerLimitGets413() throws {
+        let limit = 64 * 1024
+        let server = try TestServer.start(TestServer.Configuration(passwordIterations: 10, maxRequestBodySize: limit))
+        defer { server.stop() }
+        let connection = try RawHTTPConnection(port: server.port, timeout: 10)
+        #expect(try put(connection, "/gz", Data(), gzip: false).status == 201)
+        // 4 MiB of zeros: about 4 KiB on the wire, far below the limit, 64 times the limit inflated.
+        let bomb = Gzip.compress(Self.document(zeros: 4 << 20))
+        #expect(bomb.count < limit)
+        let refused = try put(connection, "/gz/bomb", bomb, gzip: true)
+        #expect(refused.status == 413)
+        #expect(try JSON.parse(refused.body)["error"]?.stringValue == "too_large")
+        // Inflated to just under the limit, the same shape is written.
+        let fits = try RawHTTPConnection(port: server.port, timeout: 10)
+        let small = Gzip.compress(Self.document(zeros: limit - 100))
+        #expect(try put(fits, "/gz/fits", small, gzip: true).status == 201)
+        #expect(try put(fits, "/gz/over", Gzip.compress(Self.document(zeros: limit)), gzip: true).status == 413)
+    }
+
+    /// The inflation that refuses the bomb holds the limit plus one slice's output, not the whole output twice (the
+    /// old one-shot inflation held its buffer and a copy of it: 2 × the limit).
+    @Test func inflationPastTheLimitHoldsTheLimitAndOneSlice() throws {
+        let limit = 8 << 20
+        let bomb = Gzip.compress(Data(repeating: 0, count: 12 << 20), level: .fastest)
+        var peak = 0
+        #expect(throws: GzipError.outputTooLarge(limit: limit)) {
+            try Gzip.decompress(bomb, format: .gzip, maximumSize: limit, peakHeldBytes: &peak)
+        }
+        // The inflater's buffer for one slice's output, grown by doubling: twice the most one slice gives.
+        let oneSlice = 2 * Gzip.decompressionSliceSize * 1032 + 64 * 1024
+        #expect(peak > limit / 2)
+        #expect(peak <= limit + oneSlice)
+        // A body that fits comes out whole, also through the sliced path.
+        let text = Data((0..<20_000).map { "line \($0 % 89)\n" }.joined().utf8)
+        #expect(try Gzip.decompress(Gzip.compress(text), maximumSize: text.count) == text)
+        #expect(throws: GzipError.outputTooLarge(limit: text.count - 1)) {
+            try Gzip.decompress(Gzip.compress(text), maximumSize: text.count - 1)
+        }
     }
 }

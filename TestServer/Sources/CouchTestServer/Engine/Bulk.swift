@@ -44,11 +44,12 @@ extension CouchEngine {
                     let json = JSON.object(
                         [("_id", .string(id))] + (doc.rev.map { [("_rev", JSON.string($0))] } ?? []) + doc.body.members
                             + (doc.deleted ? [("_deleted", JSON.bool(true))] : []))
-                    var localCtx = ctx
-                    localCtx = RequestContext(
+                    // The body is the inflated document: not `Content-Encoding: gzip` as the batch may have been.
+                    var headers = request.headers
+                    headers.remove("Content-Encoding")
+                    let localCtx = RequestContext(
                         request: ServerRequest(
-                            method: "PUT", rawPath: "/", rawQuery: nil,
-                            headers: request.headers, body: json.data),
+                            method: "PUT", rawPath: "/", rawQuery: nil, headers: headers, body: json.data),
                         segments: ctx.segments, user: ctx.user)
                     let response = try localDocumentEndpoint(localCtx, db, id: id)
                     if newEdits, case .data(let data) = response.body, let result = try? JSON.parse(data) {

@@ -124,8 +124,8 @@ extension ServerRequest {
     }
 
     /// The body as CouchDB's `maybe_decompress` sees it: gunzipped for `Content-Encoding: gzip` (400
-    /// `bad_request` when it is not proper gzip), as it is for `identity` or no header, and 415
-    /// `bad_content_type` for any other encoding.
+    /// `bad_request` when it is not proper gzip, 413 `too_large` as soon as it inflates past the server's body
+    /// limit), as it is for `identity` or no header, and 415 `bad_content_type` for any other encoding.
     func decodedBody() throws(CouchError) -> Data {
         let encoding = (headers["Content-Encoding"] ?? "identity").trimmingCharacters(in: .whitespaces).lowercased()
         switch encoding {
@@ -133,7 +133,7 @@ extension ServerRequest {
             return body
         case "gzip":
             do {
-                return try Gzip.decompress(body)
+                return try Gzip.decompress(body, maximumSize: maximumBodySize)
             } catch {
                 if case .outputTooLarge = error {
                     throw CouchError(413, "too_large", "the request entity is too large")

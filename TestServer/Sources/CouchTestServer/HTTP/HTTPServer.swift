@@ -317,8 +317,9 @@ final class HTTPServer: @unchecked Sendable {
                 return false
             }
 
-            let request = ServerRequest(
+            var request = ServerRequest(
                 method: head.method, rawPath: head.path, rawQuery: head.query, headers: head.headers, body: body)
+            request.maximumBodySize = server.options.maxBodySize  // also for the body inflated
             let reply = server.dispatch(request)
             var keepAlive = head.keepAlive
             switch reply {

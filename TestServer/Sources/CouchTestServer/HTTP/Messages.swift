@@ -11,6 +11,10 @@ public struct ServerRequest: Sendable {
     public var rawQuery: String?
     public var headers: HTTPHeaders
     public var body: Data
+    /// The largest body the server accepts (its `maxRequestBodySize`, CouchDB's `max_http_request_size`): a
+    /// `Content-Encoding: gzip` body is refused 413 `too_large` as soon as it inflates past it. Defaults to
+    /// 300 MiB, the TestServer's default; the HTTP server sets its own.
+    public var maximumBodySize = 300 * 1024 * 1024
 
     public init(method: String, rawPath: String, rawQuery: String?, headers: HTTPHeaders, body: Data) {
         self.method = method

@@ -1,0 +1,3 @@
+function(doc) {
+new Date(Date.UTC ? 0 : 0).toISOString()
+}

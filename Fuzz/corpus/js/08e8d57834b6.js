@@ -1,0 +1,1 @@
+function(doc) { if ('k' in doc) { emit(doc.k, doc._id); } }

@@ -1,0 +1,1 @@
+function(doc) { emit(1, 1); }

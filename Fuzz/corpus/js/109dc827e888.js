@@ -1,0 +1,1 @@
+function (doc) { log('seen ' + doc._id); emit(toJSON([1]), isArray(doc.list)); }

@@ -1,0 +1,1 @@
+function(doc) { if (doc.date) { emit(doc.date, doc.score); } }

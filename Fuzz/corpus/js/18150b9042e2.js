@@ -1,0 +1,1 @@
+function(doc) { if (doc.score > 35) { throw({forbidden: 'too big'}); } if (doc.type) { emit(doc._id, doc.score); } }

@@ -1,0 +1,1 @@
+function (keys, values, rereduce) { if (rereduce) { return sum(values); } return values.length; }

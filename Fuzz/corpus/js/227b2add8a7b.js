@@ -1,0 +1,3 @@
+function(doc) {
+new Array(1e12)
+}

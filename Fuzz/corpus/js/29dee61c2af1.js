@@ -1,0 +1,1 @@
+function(doc, req) { return {code: 202, json: {id: doc._id, q: req.query.q}}; }

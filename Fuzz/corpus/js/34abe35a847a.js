@@ -1,0 +1,1 @@
+function(doc, req) { doc.n = (doc.n || 0) + 1; return [doc, 'now ' + doc.n]; }

@@ -1,0 +1,3 @@
+function(doc) {
+JSON.parse('{"x": [1, 2]}').x[1]
+}

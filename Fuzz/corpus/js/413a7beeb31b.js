@@ -1,0 +1,1 @@
+function(doc) { if (doc.n) { emit(doc.n, doc.kind); } }

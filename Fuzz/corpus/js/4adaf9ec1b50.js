@@ -1,0 +1,3 @@
+function(doc) {
+var e = new TypeError('bad'); e.name + ': ' + e.message + ' ' + (e instanceof Error)
+}

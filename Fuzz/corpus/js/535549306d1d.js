@@ -1,0 +1,1 @@
+function(keys, values, rereduce) { return sum(values); }

@@ -1,0 +1,3 @@
+function(doc) {
+1 + 2 + 'a'
+}

@@ -1,0 +1,3 @@
+function(doc) {
+function (
+}

@@ -1,0 +1,3 @@
+function(doc) {
+/a+b/i.test('xAAB')
+}

@@ -1,0 +1,1 @@
+function (doc) { emit(doc._id, require('lib/math').double(doc.n)); }

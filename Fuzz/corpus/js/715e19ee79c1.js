@@ -1,0 +1,3 @@
+function(doc) {
+[3, 1, 2].sort().join()
+}

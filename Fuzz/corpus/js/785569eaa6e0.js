@@ -1,0 +1,3 @@
+function(doc) {
+'x'.repeat(1e12)
+}

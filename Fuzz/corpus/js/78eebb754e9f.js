@@ -1,0 +1,1 @@
+function(newDoc, oldDoc, userCtx, secObj)

@@ -1,0 +1,3 @@
+function(doc) {
+'a' + 1 + 2
+}

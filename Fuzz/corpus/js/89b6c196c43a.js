@@ -1,0 +1,1 @@
+function (doc) { if (doc.type == 'post') { emit([doc.year, doc._id], doc.title.length); } }

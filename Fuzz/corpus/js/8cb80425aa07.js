@@ -1,0 +1,1 @@
+function(doc, req) { provides('json', function() { return toJSON({ok: true}); }); provides('html', function() { return '<p>ok</p>'; }); }

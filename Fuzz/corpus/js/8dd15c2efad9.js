@@ -1,0 +1,3 @@
+function(doc) {
+typeof null + typeof undefined + typeof {} + typeof [] + typeof function(){}
+}

@@ -1,0 +1,3 @@
+function(doc) {
+const add = (a, b = 2) => a + b; add(1)
+}

@@ -1,0 +1,1 @@
+function(doc) { if (doc.name) { index('name', doc.name); } }

@@ -1,0 +1,1 @@
+function(doc) { if (doc.n) { emit([doc.kind, doc.n], doc.n); } }

@@ -1,0 +1,1 @@
+function(doc, req) { return doc.text; }

@@ -1,0 +1,3 @@
+function(doc) {
+var r; try { throw {forbidden: 'no'}; } catch (e) { r = e.forbidden; } r
+}

@@ -1,0 +1,3 @@
+function(doc) {
+var s = 'x'; while (true) { s = s + s; }
+}

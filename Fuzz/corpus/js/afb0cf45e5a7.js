@@ -1,0 +1,3 @@
+function(doc) {
+1e-7
+}

@@ -1,0 +1,3 @@
+function(doc) {
+  emit(doc._id, (doc.ratio * 3).toFixed(2));
+}

@@ -1,0 +1,3 @@
+function(doc) {
+  emit(doc._id, (12.345).toPrecision((doc.count || 2)));
+}

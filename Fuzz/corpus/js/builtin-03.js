@@ -1,0 +1,3 @@
+function(doc) {
+  emit(doc._id, ((doc.count || 2) * 85).toString(16));
+}

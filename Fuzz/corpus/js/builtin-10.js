@@ -1,0 +1,3 @@
+function(doc) {
+  emit(doc._id, doc.title.repeat((doc.count || 2)));
+}

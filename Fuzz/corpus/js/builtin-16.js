@@ -1,0 +1,3 @@
+function(doc) {
+  emit(doc._id, new Array((doc.count || 2)).fill(0).map(function (x, i) { return i; }));
+}

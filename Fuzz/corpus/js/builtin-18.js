@@ -1,0 +1,3 @@
+function(doc) {
+  emit(doc._id, 'x,y'.replace(/(\w)/g, '$1$1') + 'abc'.match(/b(c)/)[1]);
+}

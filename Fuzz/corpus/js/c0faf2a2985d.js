@@ -1,0 +1,3 @@
+function(doc) {
+hoisted(); function hoisted() { return 1; }
+}

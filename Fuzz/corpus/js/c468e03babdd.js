@@ -1,0 +1,1 @@
+function(doc) { if (doc.name) { index('text', 'name', doc.name); } }

@@ -1,0 +1,3 @@
+function(doc) {
+var log = ''; try { log += 'a'; } finally { log += 'b'; } log
+}

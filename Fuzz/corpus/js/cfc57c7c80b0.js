@@ -1,0 +1,3 @@
+function(doc) {
+Array.isArray([]) && !Array.isArray({})
+}

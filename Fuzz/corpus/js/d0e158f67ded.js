@@ -1,0 +1,3 @@
+function(doc) {
+'hello world'.replace(/o/g, '0')
+}

@@ -1,0 +1,1 @@
+function(head, req) { start({headers: {'Content-Type': 'text/plain'}}); var r; while ((r = getRow())) { send(r.key + ';'); } return 'total ' + head.total_rows; }

@@ -1,0 +1,3 @@
+function(doc) {
+'abc'.toUpperCase() + 'ABC'.charAt(1) + 'xyz'.indexOf('z')
+}

@@ -1,0 +1,1 @@
+function(doc) { emit(doc._id, 'a'.padStart(1000000, 'b').length); }

@@ -1,0 +1,1 @@
+function(doc) { return [3, 1, 2].splice(1, NaN); }
