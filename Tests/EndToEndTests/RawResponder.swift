@@ -7,6 +7,35 @@ import Foundation
     import Darwin
 #endif
 
+/// A listening TCP socket on 127.0.0.1, on a port the system chooses: its descriptor and port.
+/// `receiveBufferSize` shrinks the receive buffer the accepted sockets inherit.
+func openLoopbackListener(backlog: Int32, receiveBufferSize: Int32? = nil) throws -> (fd: Int32, port: Int) {
+    let fd = socket(AF_INET, ClientSocket.streamType, 0)
+    var one: Int32 = 1
+    _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+    if var size = receiveBufferSize {
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+    }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
+    }
+    guard bound == 0, listen(fd, backlog) == 0 else {
+        _ = close(fd)
+        throw URLError(.cannotConnectToHost)
+    }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
+    return (fd, Int(UInt16(bigEndian: address.sin_port)))
+}
+
 /// A listening socket on 127.0.0.1 (port chosen by the system) that answers every connection with
 /// a script writing raw bytes: for the response shapes a `RequestHandler` cannot make (interim
 /// `1xx` responses, a head or body trickled byte by byte, a body whose framing lies).
@@ -23,28 +52,7 @@ final class RawResponder: @unchecked Sendable {
 
     init(script: @escaping @Sendable (RawPeer) -> Void) throws {
         _ = signal(SIGPIPE, SIG_IGN)
-        let fd = socket(AF_INET, ClientSocket.streamType, 0)
-        var one: Int32 = 1
-        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard bound == 0, listen(fd, 16) == 0 else {
-            _ = close(fd)
-            throw URLError(.cannotConnectToHost)
-        }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        listener = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        (listener, port) = try openLoopbackListener(backlog: 16)
         self.script = script
         Thread.detachNewThread { [self] in acceptLoop() }
     }

@@ -868,28 +868,7 @@ private final class SlowReadingServer: @unchecked Sendable {
     private let listener: Int32
 
     init() throws {
-        let fd = socket(AF_INET, ClientSocket.streamType, 0)
-        var small: Int32 = 4096
-        _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard bound == 0, listen(fd, 4) == 0 else {
-            _ = close(fd)
-            throw URLError(.cannotConnectToHost)
-        }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        listener = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        (listener, port) = try openLoopbackListener(backlog: 4, receiveBufferSize: 4096)
     }
 
     /// Serves `requests` requests on the first connection, then closes it and the listener.
