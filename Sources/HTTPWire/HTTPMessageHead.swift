@@ -176,7 +176,7 @@ public enum HTTPWireError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .headTooLarge(let limit): return "request head larger than \(limit) bytes"
+        case .headTooLarge(let limit): return "message head larger than \(limit) bytes"
         case .tooManyHeaders(let limit): return "more than \(limit) header fields"
         case .invalidStartLine(let line): return "malformed start line: \(line)"
         case .unsupportedVersion(let v): return "unsupported HTTP version: \(v)"

@@ -162,7 +162,7 @@ extension InterceptableSession {
                 released.forEach(authorize)
                 return
             }
-            let expected = { if case .iam = scheme { "an access_token" } else { "an AuthSession cookie" } }()
+            let expected = { if case .iam = scheme { "access_token" } else { "AuthSession cookie" } }()
             failure = CouchError(
                 kind: .authentication,
                 message: "\(request.method) \(request.path) succeeded but returned no \(expected).",

@@ -80,8 +80,8 @@ public struct HTTPRequest: Sendable, CustomStringConvertible {
     /// the transport: the head, any interim `1xx` responses, and, for a whole response
     /// (`send`), every byte of its body, however slowly they trickle. For a streamed response
     /// (`stream`) only the head counts; its body is bounded by ``timeout`` between bytes. A
-    /// transport fails the request with `URLError(.timedOut)` when it passes. Nil: no deadline
-    /// beyond ``timeout``. Set by the session from ``Configuration/requestTimeout``.
+    /// transport fails the request with `URLError(.timedOut)` when it passes. Nil (or NaN, infinite,
+    /// zero or less): no deadline beyond ``timeout``. Set by the session from ``Configuration/requestTimeout``.
     public var deadline: TimeInterval?
     /// The largest ratio of decoded to received bytes a compressed body (`Content-Encoding: gzip`
     /// or `deflate`) may inflate by, checked as it inflates once at least a mebibyte was decoded

@@ -20,6 +20,8 @@ import Foundation
 /// `@unchecked Sendable`: the source is only touched through its own thread-safe calls.
 final class DeadlineTimer: @unchecked Sendable {
     private let source: DispatchSourceTimer
+    /// When the timer fires.
+    private let fireTime: DispatchTime
 
     /// Where every deadline fires.
     static let queue = DispatchQueue(label: "SwiftCouch.URLSessionTransport.deadlines")
@@ -29,15 +31,24 @@ final class DeadlineTimer: @unchecked Sendable {
     /// The longest delay a timer is armed for; a longer (or infinite) deadline is no deadline.
     static let longest: TimeInterval = 1e9
 
-    /// A timer for `seconds`, or nil for no deadline: nil, NaN, infinite, or past ``longest``.
-    /// A deadline of zero or less fires at once.
+    /// A timer for `seconds`, or nil for no deadline: nil, NaN, infinite, zero or less (as the
+    /// socket transport reads them), or past ``longest``.
     init?(seconds: TimeInterval?, fire: @escaping @Sendable () -> Void) {
-        guard let seconds, seconds.isFinite, seconds <= Self.longest else { return nil }
-        let nanoseconds = Int((Swift.max(0, seconds) * 1e9).rounded())
+        guard let seconds, seconds.isFinite, seconds > 0, seconds <= Self.longest else { return nil }
+        let nanoseconds = Int((seconds * 1e9).rounded())
         source = DispatchSource.makeTimerSource(queue: Self.queue)
         source.setEventHandler(handler: fire)
-        source.schedule(deadline: .now() + .nanoseconds(nanoseconds))
+        fireTime = .now() + .nanoseconds(nanoseconds)
+        source.schedule(deadline: fireTime)
         source.resume()
+    }
+
+    /// Whether `error` is URLSession's own timeout meeting this deadline (within a quarter of a
+    /// second of it): URLSession's idle timer, as long as the deadline, can fire first, and the
+    /// error should still say that the deadline passed.
+    func explains(_ error: any Error) -> Bool {
+        guard (error as? URLError)?.code == .timedOut else { return false }
+        return DispatchTime.now().uptimeNanoseconds &+ 250_000_000 >= fireTime.uptimeNanoseconds
     }
 
     /// Stops the timer; harmless after it fired or was cancelled.
@@ -186,7 +197,11 @@ final class WholeBodyTransfer: @unchecked Sendable {
 
     /// URLSession's end of the task.
     func complete(error: (any Error)?) {
-        let (response, body) = state.withLock { ($0.response, $0.body) }
+        let (response, body, timer) = state.withLock { ($0.response, $0.body, $0.timer) }
+        if let error, let timer, timer.explains(error) {
+            finish(.failure(DeadlineTimer.error(seconds: request.deadline ?? 0, whole: true)))
+            return
+        }
         if let error {
             if URLSessionTransport.isTransferError(error), let response,
                 let expected = URLSessionTransport.declaredLength(of: response), body.count < expected
@@ -349,7 +364,9 @@ final class StreamPump: @unchecked Sendable {
     func complete(error: (any Error)?) {
         var error = error
         let (timer, start) = state.withLock { state -> (DeadlineTimer?, Bool) in
-            if error.map(URLSessionTransport.isTransferError) ?? true, let response = state.response,
+            if let timeout = error, let timer = state.timer, timer.explains(timeout) {
+                error = DeadlineTimer.error(seconds: request.deadline ?? 0, whole: false)
+            } else if error.map(URLSessionTransport.isTransferError) ?? true, let response = state.response,
                 let expected = URLSessionTransport.declaredLength(of: response), state.received < expected,
                 request.method != .head, response.statusCode != 204, response.statusCode != 304
             {

@@ -70,3 +70,26 @@ struct TransportBoundsUnitTests {
         #expect(all.count == 20 << 20)
     }
 }
+
+/// URLSessionTransport's deadline timer on hostile numbers, and the timeout it names.
+@Suite("URLSessionTransport: deadline timer")
+struct DeadlineTimerTests {
+    @Test("No timer for a deadline that is NaN, infinite, zero, negative or absurd, as the socket transport reads it")
+    func hostileDeadlines() {
+        for seconds in [nil, .nan, .infinity, -.infinity, 0, -5, 1e10, .greatestFiniteMagnitude] as [TimeInterval?] {
+            #expect(DeadlineTimer(seconds: seconds) {} == nil, "\(String(describing: seconds))")
+        }
+    }
+
+    @Test("URLSession's own timeout at the deadline is the deadline; other errors and early timeouts are not")
+    func urlSessionTimeoutAtTheDeadline() throws {
+        let due = try #require(DeadlineTimer(seconds: 0.01) {})
+        Thread.sleep(forTimeInterval: 0.02)
+        #expect(due.explains(URLError(.timedOut)))
+        #expect(!due.explains(URLError(.networkConnectionLost)))
+        let later = try #require(DeadlineTimer(seconds: 60) {})
+        #expect(!later.explains(URLError(.timedOut)))
+        due.cancel()
+        later.cancel()
+    }
+}
