@@ -255,7 +255,7 @@ func snippet13() async throws {
     _ = info
 }
 
-// Sources/SwiftCouch/SwiftCouch.docc/FailureSemantics.md, line 33
+// Sources/SwiftCouch/SwiftCouch.docc/FailureSemantics.md, line 42
 func snippet14() async throws {
     let client = SnippetContext.client
     do {
