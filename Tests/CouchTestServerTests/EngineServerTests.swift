@@ -48,6 +48,40 @@ import Testing
         #expect(polled["results"]?.arrayValue?.first?["db_name"] == "three")
     }
 
+    /// The normal and longpoll feeds are written as global_changes_httpd.erl writes them:
+    /// `{"results":[` and a newline, rows joined by `,\r\n`, then `\n],\n"last_seq":…}\n`. They hold
+    /// only what happened since `_global_changes` was created (events before it are lost, as
+    /// global_changes_server drops them while the database does not exist), and none of its own.
+    @Test func databaseUpdatesLayoutAndHistory() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/before")
+        #expect(engine.send("PUT", "/_global_changes").status == 201)
+        let empty = engine.send("GET", "/_db_updates")
+        let emptySeq = try #require(empty.json["last_seq"]?.stringValue)
+        #expect(empty.text == "{\"results\":[\n\n],\n\"last_seq\":\"\(emptySeq)\"}\n")
+        engine.send("PUT", "/one")
+        engine.send("PUT", "/two")
+        for path in ["/_db_updates", "/_db_updates?feed=longpoll&timeout=100"] {
+            let reply = engine.send("GET", path)
+            let rows = reply.json["results"]?.arrayValue ?? []
+            #expect(rows.map { $0["db_name"] } == ["one", "two"], "\(path)")
+            let last = try #require(reply.json["last_seq"]?.stringValue)
+            let lines = rows.map { row in
+                "{\"db_name\":\"\(row["db_name"]!.stringValue!)\",\"type\":\"created\",\"seq\":\"\(row["seq"]!.stringValue!)\"}"
+            }
+            let expected = "{\"results\":[\n" + lines.joined(separator: ",\r\n") + "\n],\n\"last_seq\":\"\(last)\"}\n"
+            #expect(reply.text == expected, "\(path)")
+        }
+        // History does not survive deleting and recreating _global_changes.
+        engine.send("DELETE", "/_global_changes")
+        engine.send("PUT", "/three")
+        engine.send("PUT", "/_global_changes")
+        #expect(engine.send("GET", "/_db_updates").json["results"] == [])
+        engine.send("PUT", "/four")
+        let after = engine.send("GET", "/_db_updates").json["results"]?.arrayValue ?? []
+        #expect(after.map { $0["db_name"] } == ["four"])
+    }
+
     @Test func welcomeUuidsAndErrors() throws {
         let engine = try CouchEngine(options: testOptions())
         let welcome = engine.send("GET", "/", auth: .anonymous)

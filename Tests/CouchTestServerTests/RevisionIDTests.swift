@@ -152,13 +152,30 @@ import Testing
 }
 
 @Suite struct DesignInfoTests {
+    /// chttpd_view:handle_temp_view_req answers every method 410 gone (after the database is opened).
+    @Test func temporaryViewsAreGone() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        let gone = engine.send("POST", "/db/_temp_view", json: ["map": "function(doc) { emit(null, 1); }"])
+        #expect(gone.status == 410)
+        #expect(gone.json == ["error": "gone", "reason": "Temporary views are not supported in CouchDB"])
+        #expect(engine.send("GET", "/db/_temp_view").status == 410)
+        #expect(engine.send("POST", "/nodb/_temp_view", json: [:]).status == 404)
+    }
+
     @Test func designInfoHasCollatorVersions() throws {
         let engine = try CouchEngine(options: testOptions())
         engine.send("PUT", "/db")
         engine.send("PUT", "/db/_design/d", json: ["views": ["v": ["map": "function(doc) { emit(doc._id, 1); }"]]])
         let index = engine.send("GET", "/db/_design/d/_info").json["view_index"]
         #expect(index?["collator_versions"]?.arrayValue?.isEmpty == false)
-        #expect(index?["update_options"] == [])
+        // fabric_group_info:merge_results keeps only the keys it merges: no update_options.
+        #expect(index?["update_options"] == nil)
+        #expect(
+            index?.objectValue?.map(\.0) == [
+                "updates_pending", "waiting_commit", "waiting_clients", "updater_running", "update_seq", "sizes",
+                "signature", "purge_seq", "language", "compact_running", "collator_versions",
+            ])
         #expect(index?["language"] == "javascript")
     }
 }

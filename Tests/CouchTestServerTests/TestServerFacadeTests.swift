@@ -1,8 +1,9 @@
 import CouchQuery
-import CouchTestServer
 import Foundation
 import HTTPWire
 import Testing
+
+@testable import CouchTestServer
 
 @Suite("TestServer facade")
 struct TestServerFacadeTests {
@@ -72,6 +73,41 @@ struct TestServerFacadeTests {
         server.resetRequestCounts()
         #expect(server.requestCount() == 0)
         #expect(server.requestLog.isEmpty)
+    }
+
+    /// A long-running server keeps at most 10,000 distinct (method, path, query) counts and the
+    /// last 10,000 requests in `requestLog`; totals stay exact, and so do the counts of paths
+    /// requested recently.
+    @Test func requestCountsStayBoundedOverManyDistinctPaths() throws {
+        let server = try TestServer.start(handler: HTTPTestEchoHandler())
+        defer { server.stop() }
+        for i in 0..<200_000 { server.counter.record(method: "GET", rawPath: "/many/\(i)", rawQuery: nil) }
+        server.counter.record(method: "PUT", rawPath: "/many/199999", rawQuery: "rev=1-a")
+        let bound =
+            RequestCounter.keyLimit + RequestCounter.segmentLimit + RequestCounter.methodLimit
+            + RequestCounter.logLimit
+        #expect(RequestCounter.keyLimit == 10_000 && RequestCounter.logLimit == 10_000)
+        #expect(server.counter.storedEntryCount <= bound)
+        #expect(server.requestCount() == 200_001)
+        #expect(server.requestCount(method: "GET") == 200_000)
+        #expect(server.requestCount(method: "put") == 1)
+        #expect(server.requestCount(path: "/many/199999") == 2)
+        #expect(server.requestCount(path: "/many/199999?rev=1-a", method: "PUT") == 1)
+        // /many/199990 … /many/199999 and the PUT; /many/19999 itself was requested 180,000
+        // requests ago, and is no longer counted by path.
+        #expect(server.requestCount(pathPrefix: "/many/19999") == 11)
+        // A prefix within the first segment stays exact.
+        #expect(server.requestCount(pathPrefix: "/many/") == 200_001)
+        #expect(server.requestCount(pathPrefix: "/man", method: "GET") == 200_000)
+        #expect(server.requestLog.count <= 10_000)
+        #expect(server.requestLog.last?.query == "rev=1-a")
+        #expect(server.requestLog.first?.path == "/many/\(200_001 - server.requestLog.count)")
+        // Real requests are still counted once the log is full.
+        let connection = try RawHTTPConnection(port: server.port, timeout: 10)
+        _ = try connection.request(method: "GET", target: "/fresh")
+        #expect(server.requestCount(path: "/fresh") == 1)
+        #expect(server.requestCount() == 200_002)
+        #expect(server.counter.storedEntryCount <= bound)
     }
 
     @Test func restartKeepsThePortCountsAndFaults() throws {

@@ -124,6 +124,28 @@ struct ViewsEndToEndTests {
         }
     }
 
+    @Test("_design/x/_info has no update_options; POST _temp_view is 410 gone")
+    func designInfoAndTemporaryViews() async throws {
+        try await withDatabase("views-info") { client, db in
+            _ = try await client.value(PutDocumentOperation(database: db, design: mangoDesign("idx", field: "n")))
+            let info = try await client.value(
+                GenericJSONOperation<JSONValue>(GenericOperation(path: CouchPath(db, "_design", "idx", "_info"))))
+            let index = try #require(info["view_index"]?.objectValue)
+            #expect(index["language"] == "query")
+            #expect(index["update_options"] == nil)
+            let temporaryView = try GenericOperation(
+                path: CouchPath(db, "_temp_view"), jsonBody: ["map": "function(doc) { emit(doc._id, null); }"])
+            do {
+                _ = try await client.value(GenericJSONOperation<JSONValue>(temporaryView))
+                Issue.record("_temp_view should be 410")
+            } catch let error as CouchError {
+                #expect(error.statusCode == 410)
+                #expect(error.error == "gone")
+                #expect(error.reason == "Temporary views are not supported in CouchDB")
+            }
+        }
+    }
+
     @Test("A partitioned view answers per partition and refuses a global query")
     func partitionedMangoView() async throws {
         try await withDatabase("views-partitioned", partitioned: true) { client, db in

@@ -151,7 +151,7 @@ public final class TestServer: @unchecked Sendable {
     private var _engine: CouchEngine?
     private var _port = 0
     private var running = false
-    private let counter = RequestCounter()
+    let counter = RequestCounter()
     private let stopSignal = StopSignal()
 
     private init(configuration: Configuration) {
@@ -344,25 +344,27 @@ public final class TestServer: @unchecked Sendable {
     /// or the last `resetRequestCounts()`. `path` is compared with the path as sent (still
     /// percent-encoded); with a `?` in it, with path and query together. Nil path or method
     /// matches all.
+    ///
+    /// Counts without a path are always exact. Counts by path are kept for the 10,000 (method,
+    /// path, query) combinations requested most recently, so a long-running server's memory
+    /// stays bounded: a combination not requested since 10,000 others were counts 0 by path.
     public func requestCount(path: String? = nil, method: String? = nil) -> Int {
-        counter.count { m, p, q in
+        guard let path else { return counter.total(method: method) }
+        return counter.count { m, p, q in
             if let method, method.uppercased() != m.uppercased() { return false }
-            guard let path else { return true }
             return path.contains("?") ? p + (q.map { "?" + $0 } ?? "") == path : p == path
         }
     }
 
     /// How many requests arrived whose path (as sent) starts with `pathPrefix`, optionally only
-    /// with `method`.
+    /// with `method`. Exact for a prefix within the first path segment (`/db`, `/db/`) as long as
+    /// the server has seen fewer than 1,000 first segments since; a longer prefix (`/db/doc`) counts
+    /// from the counts by path, as `requestCount(path:method:)` does.
     public func requestCount(pathPrefix: String, method: String? = nil) -> Int {
-        counter.count { m, p, q in
-            if let method, method.uppercased() != m.uppercased() { return false }
-            return (pathPrefix.contains("?") ? p + (q.map { "?" + $0 } ?? "") : p).hasPrefix(pathPrefix)
-        }
+        counter.count(pathPrefix: pathPrefix, method: method)
     }
 
-    /// Every request that arrived, in order: method, path and query as sent (at most the last
-    /// 100,000).
+    /// The last requests that arrived (at most 10,000), oldest first: method, path and query as sent.
     public var requestLog: [(method: String, path: String, query: String?)] { counter.log }
 
     /// Sets every request count back to 0 and empties `requestLog`.
@@ -371,7 +373,12 @@ public final class TestServer: @unchecked Sendable {
     }
 }
 
-/// Counts requests by method, path and query.
+/// Counts requests by method, path and query, in bounded memory: the last `logLimit` requests
+/// in a ring; exact totals by method (at most `methodLimit` methods; requests with further
+/// methods count only in the total); counts by (method, path, query) for the `keyLimit`
+/// combinations requested most recently; and counts by (method, first path segment) for the
+/// `segmentLimit` most recent, which keep `requestCount(pathPrefix: "/db")` and
+/// `requestCount(pathPrefix: "/db/")` exact however many documents a database has.
 final class RequestCounter: @unchecked Sendable {
     // @unchecked Sendable: all state is guarded by `lock`.
     private struct Key: Hashable {
@@ -380,36 +387,118 @@ final class RequestCounter: @unchecked Sendable {
         var query: String?
     }
 
+    /// Counts by key, at most `limit` keys: the least recently counted are dropped first.
+    private struct BoundedCounts {
+        let limit: Int
+        private(set) var counts: [Key: (count: Int, lastUse: Int)] = [:]
+
+        init(limit: Int) { self.limit = limit }
+
+        mutating func add(_ key: Key, at use: Int) {
+            counts[key, default: (0, 0)].count += 1
+            counts[key]!.lastUse = use
+            if counts.count > limit {
+                // Drop the least recently used quarter at once, so sorting is rare.
+                let drop = counts.sorted { $0.value.lastUse < $1.value.lastUse }.prefix(limit / 4)
+                for (old, _) in drop { counts[old] = nil }
+            }
+        }
+
+        func sum(where predicate: (Key) -> Bool) -> Int {
+            counts.reduce(0) { $0 + (predicate($1.key) ? $1.value.count : 0) }
+        }
+
+        mutating func removeAll() { counts.removeAll() }
+    }
+
+    static let keyLimit = 10_000
+    static let segmentLimit = 1_000
+    static let logLimit = 10_000
+    static let methodLimit = 64
+
     private let lock = NSLock()
-    private var counts: [Key: Int] = [:]
-    private var entries: [Key] = []
-    private static let logLimit = 100_000
+    private var byKey = BoundedCounts(limit: keyLimit)
+    private var bySegment = BoundedCounts(limit: segmentLimit)
+    private var methodTotals: [String: Int] = [:]
+    private var total = 0
+    /// A ring of the last `logLimit` requests; `next` is where the next one goes once it is full.
+    private var ring: [Key] = []
+    private var next = 0
+
+    /// `/db/doc` → `/db/`, `/db` → `/db`: the path up to and including its second `/`.
+    private static func segment(_ path: String) -> String {
+        guard let slash = path.dropFirst().firstIndex(of: "/") else { return path }
+        return String(path[...slash])
+    }
 
     func record(method: String, rawPath: String, rawQuery: String?) {
         let key = Key(method: method, path: rawPath, query: rawQuery)
         lock.lock()
-        counts[key, default: 0] += 1
-        entries.append(key)
-        if entries.count > Self.logLimit { entries.removeFirst(entries.count - Self.logLimit / 2) }
-        lock.unlock()
+        defer { lock.unlock() }
+        total += 1
+        if methodTotals[method] != nil || methodTotals.count < Self.methodLimit {
+            methodTotals[method, default: 0] += 1
+        }
+        byKey.add(key, at: total)
+        bySegment.add(Key(method: method, path: Self.segment(rawPath), query: nil), at: total)
+        if ring.count < Self.logLimit {
+            ring.append(key)
+        } else {
+            ring[next] = key
+            next = (next + 1) % Self.logLimit
+        }
     }
 
+    /// The sum of the kept counts whose method, path and query match.
     func count(where predicate: (String, String, String?) -> Bool) -> Int {
         lock.lock()
         defer { lock.unlock() }
-        return counts.reduce(0) { $0 + (predicate($1.key.method, $1.key.path, $1.key.query) ? $1.value : 0) }
+        return byKey.sum { predicate($0.method, $0.path, $0.query) }
+    }
+
+    /// Requests whose path starts with `prefix`, with `method` (case-insensitive) unless nil.
+    func count(pathPrefix prefix: String, method: String?) -> Int {
+        let matchesMethod = { (m: String) in method.map { $0.uppercased() == m.uppercased() } ?? true }
+        // A prefix within the first segment (`/db`, `/db/`) is answered from the segment counts.
+        if !prefix.contains("?"), prefix.hasPrefix("/"), Self.segment(prefix) == prefix {
+            lock.lock()
+            defer { lock.unlock() }
+            return bySegment.sum { matchesMethod($0.method) && $0.path.hasPrefix(prefix) }
+        }
+        return count { m, p, q in
+            matchesMethod(m) && (prefix.contains("?") ? p + (q.map { "?" + $0 } ?? "") : p).hasPrefix(prefix)
+        }
+    }
+
+    /// Every request, or those with `method` (case-insensitive).
+    func total(method: String?) -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let method else { return total }
+        return methodTotals.reduce(0) { $0 + ($1.key.uppercased() == method.uppercased() ? $1.value : 0) }
     }
 
     var log: [(method: String, path: String, query: String?)] {
         lock.lock()
         defer { lock.unlock() }
-        return entries.map { (method: $0.method, path: $0.path, query: $0.query) }
+        return (ring[next...] + ring[..<next]).map { (method: $0.method, path: $0.path, query: $0.query) }
+    }
+
+    /// How many entries the counter holds (counts, method totals and log together).
+    var storedEntryCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return byKey.counts.count + bySegment.counts.count + methodTotals.count + ring.count
     }
 
     func reset() {
         lock.lock()
-        counts.removeAll()
-        entries.removeAll()
+        byKey.removeAll()
+        bySegment.removeAll()
+        methodTotals.removeAll()
+        total = 0
+        ring.removeAll()
+        next = 0
         lock.unlock()
     }
 }

@@ -120,6 +120,7 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
             db.log = try DatabaseLog(url: file)
             attachNotifier(db)
             databases[name] = db
+            if name == "_global_changes" { node.globalChangesDatabase(exists: true) }
         }
     }
 
@@ -204,6 +205,7 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
         if case .success(let db) = result {
             attachNotifier(db)
             cluster.databaseCreated(db)
+            if name == "_global_changes" { node.globalChangesDatabase(exists: true) }
             node.noteUpdate(name, "created")
             if name == "_users" { ensureAuthDesignDocument() }
         }
@@ -256,6 +258,7 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
             db.log = nil
             db.cond.broadcast()
         }
+        if name == "_global_changes" { node.globalChangesDatabase(exists: false) }
         node.noteUpdate(name, "deleted")
         cluster.forget(name)
         return true

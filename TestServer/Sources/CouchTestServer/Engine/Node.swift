@@ -6,9 +6,14 @@ final class NodeState: @unchecked Sendable {
     // Safe: every member is only touched while `cond` is locked.
     let cond = NSCondition()
     private(set) var config: [String: [String: String]]
-    /// Latest event per database, with a global counter as sequence.
+    /// Latest event per database, with a counter as sequence: what `_global_changes` holds.
     private var updates: [String: (seq: Int, type: String)] = [:]
     private(set) var updateSeq = 0
+    /// Whether `_global_changes` exists: CouchDB's global_changes_server drops the events it
+    /// cannot write while it does not.
+    private var recording = false
+    /// Bumped each time `_global_changes` is created or deleted: its history starts over.
+    private(set) var generation = 0
     let startTime = Date()
 
     init(options: CouchEngine.Options, uuid: String) {
@@ -64,8 +69,26 @@ final class NodeState: @unchecked Sendable {
         }
     }
 
-    func noteUpdate(_ db: String, _ type: String) {
+    /// `_global_changes` was created (`exists`) or deleted: the history starts over, empty, as a
+    /// new database's does.
+    func globalChangesDatabase(exists: Bool) {
         cond.lock()
+        recording = exists
+        updates.removeAll()
+        updateSeq = 0
+        generation += 1
+        cond.broadcast()
+        cond.unlock()
+    }
+
+    func noteUpdate(_ db: String, _ type: String) {
+        // global_changes_listener skips the events of `_global_changes` itself.
+        if db == "_global_changes" { return }
+        cond.lock()
+        guard recording else {
+            cond.unlock()
+            return
+        }
         updateSeq += 1
         if updates[db]?.type == "created", type == "updated" {
             updates[db] = (updateSeq, "created")
@@ -214,16 +237,14 @@ extension CouchEngine {
                     }
                     return (events, node.updateSeq)
                 }
-                let body = JSON.object([
-                    ("results", .array(events.map(row))), ("last_seq", .string(SequenceToken.encode(last, db: "_dbs"))),
-                ])
-                return Reply.json(200, body)
+                return Reply.text(200, Self.dbUpdatesBody(events.map(row), last: last))
             }
             var response = ServerResponse(status: 200)
             response.headers.add("Content-Type", "application/json")
             response.headers.add("Cache-Control", "must-revalidate")
             let engine = self
             let start = since
+            let generation = node.withLock { node.generation }
             response.body = .stream { writer in
                 var position = start
                 var deadline = Date().addingTimeInterval(timeout)
@@ -235,14 +256,17 @@ extension CouchEngine {
                         deadline = Date().addingTimeInterval(timeout)
                     }
                     let wakeAt = heartbeat.map { Date().addingTimeInterval(Double($0) / 1000) } ?? deadline
-                    let changed: Bool = node.withLock {
+                    let (changed, startedOver): (Bool, Bool) = node.withLock {
                         let seen = node.updateSeq
-                        while node.updateSeq == seen, Date() < wakeAt, !engine.isClosed {
+                        while node.updateSeq == seen, node.generation == generation, Date() < wakeAt,
+                            !engine.isClosed
+                        {
                             _ = node.cond.wait(until: wakeAt)
                         }
-                        return node.updateSeq != seen
+                        return (node.updateSeq != seen, node.generation != generation)
                     }
-                    if engine.isClosed { return }
+                    // The feed followed a `_global_changes` that is gone.
+                    if engine.isClosed || startedOver { return }
                     if changed { continue }
                     if heartbeat != nil {
                         if !writer.write(Data("\n".utf8)) { return }
@@ -256,10 +280,14 @@ extension CouchEngine {
             return response
         default:
             let (events, last) = node.withLock { (node.events(since: since), node.updateSeq) }
-            let body = JSON.object([
-                ("results", .array(events.map(row))), ("last_seq", .string(SequenceToken.encode(last, db: "_dbs"))),
-            ])
-            return Reply.json(200, body)
+            return Reply.text(200, Self.dbUpdatesBody(events.map(row), last: last))
         }
+    }
+
+    /// The normal and longpoll feeds as global_changes_httpd.erl writes them: `{"results":[` and a
+    /// newline, the rows joined by `,\r\n`, then a newline, `],`, and `"last_seq"` on a line of its own.
+    static func dbUpdatesBody(_ rows: [JSON], last: Int) -> String {
+        "{\"results\":[\n" + rows.map(\.serialized).joined(separator: ",\r\n") + "\n],\n\"last_seq\":"
+            + JSON.string(SequenceToken.encode(last, db: "_dbs")).serialized + "}\n"
     }
 }

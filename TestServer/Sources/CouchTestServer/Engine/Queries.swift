@@ -157,14 +157,16 @@ extension CouchEngine {
                     ("name", .string(name)),
                     (
                         "view_index",
+                        // As fabric_group_info:merge_results builds it: updates_pending, then the
+                        // keys it merges in reverse order, and none other (no update_options).
                         .object([
                             ("updates_pending", ["minimum": 0, "preferred": 0, "total": 0]), ("waiting_commit", false),
-                            ("waiting_clients", 0), ("updater_running", false), ("update_seq", 0), ("purge_seq", 0),
+                            ("waiting_clients", 0), ("updater_running", false), ("update_seq", 0),
                             ("sizes", ["file": 0, "external": 0, "active": 0]),
-                            ("signature", .string(Crypto.hex(Crypto.md5(Data(ddocID.utf8))))),
+                            ("signature", .string(Crypto.hex(Crypto.md5(Data(ddocID.utf8))))), ("purge_seq", 0),
                             ("language", .string(language)), ("compact_running", false),
                             // The ICU collator version the index was built with (CouchDB 3.5 on ICU 72).
-                            ("update_options", []), ("collator_versions", ["153.120"]),
+                            ("collator_versions", ["153.120"]),
                         ])
                     ),
                 ]))

@@ -207,6 +207,9 @@ extension CouchEngine {
         case "_index": return try mangoIndex(ctx, db)
         case "_partition": return try partitionEndpoint(ctx, db)
         case "_shards": return try shards(db, rest: Array(segments.dropFirst(2)))
+        case "_temp_view":
+            // chttpd_view:handle_temp_view_req, whatever the method.
+            throw CouchError(410, "gone", "Temporary views are not supported in CouchDB")
         case "_design":
             guard segments.count >= 3 else { throw CouchError.notFound("missing") }
             let ddocID = "_design/" + segments[2]
