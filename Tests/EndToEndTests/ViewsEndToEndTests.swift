@@ -325,6 +325,37 @@ struct ViewsEndToEndTests {
     }
 }
 
+extension ViewsEndToEndTests {
+    /// A key range ending in U+FFFF is the usual prefix query: CouchDB collates view keys with ICU,
+    /// which weighs U+FFFF above every letter (issue 25; the TestServer used to ignore it and end the
+    /// range at the prefix itself).
+    @Test("A view key range ending in U+FFFF takes every key with that prefix")
+    func prefixRangeEndingInUFFFF() async throws {
+        try await withDatabase("views-prefix") { client, db in
+            let names = ["ba", "bar", "baz", "bb", "b", "Bar"]
+            let rows = try await client.value(
+                BulkDocsOperation(
+                    database: db,
+                    documents: names.enumerated().map { CouchDocument(id: "n\($0.offset)", body: ["name": $0.element]) }
+                ))
+            #expect(rows.allSatisfy { $0.error == nil })
+            _ = try await client.value(PutDocumentOperation(database: db, design: mangoDesign("idx", field: "name")))
+            try await settle(client, db)
+            typealias Query = QueryViewOperation<[String], JSONValue, JSONValue>
+            let prefix = try await client.value(
+                Query(
+                    database: db, design: "idx", view: "by_name",
+                    options: .init(startKey: ["ba"], endKey: ["ba\u{FFFF}"], reduce: false)))
+            #expect(prefix.rows.map(\.key) == [["ba"], ["bar"], ["Bar"], ["baz"]])
+            let descending = try await client.value(
+                Query(
+                    database: db, design: "idx", view: "by_name",
+                    options: .init(startKey: ["ba\u{FFFF}"], endKey: ["ba"], descending: true, reduce: false)))
+            #expect(descending.rows.map(\.key) == [["baz"], ["Bar"], ["bar"], ["ba"]])
+        }
+    }
+}
+
 /// Runs `body`, which must fail with an HTTP ``CouchError`` of `status` and `error`.
 private func expectView(
     _ what: String, status: Int, error: String, sourceLocation: SourceLocation = #_sourceLocation,
