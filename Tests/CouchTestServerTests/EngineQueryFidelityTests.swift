@@ -47,3 +47,59 @@ import Testing
         #expect(Collation.compare(["ba\u{FFFF}"], ["bazooka", 1]) > 0)
     }
 }
+
+extension EngineQueryFidelityTests {
+    /// couch_mrview_http:parse_boolean lowercases the value: `True`, `TRUE` and `fAlSe` are booleans,
+    /// anything else is 400 query_parse_error (before the fix, views and _all_docs took only the
+    /// literal `true` and ignored other values).
+    @Test func viewBooleanParametersIgnoreCaseAndRefuseOtherValues() throws {
+        let engine = try engineWithNames()
+        engine.send(
+            "PUT", "/db/_design/r",
+            json: ["views": ["count": ["map": "function(doc) { emit(doc.name.length, 1); }", "reduce": "_count"]]])
+        let grouped = engine.send("GET", "/db/_design/r/_view/count?group=True")
+        #expect(grouped.json["rows"] == [["key": 1, "value": 1], ["key": 2, "value": 2], ["key": 3, "value": 2]])
+        let unreduced = engine.send("GET", "/db/_design/r/_view/count?reduce=FALSE&include_docs=True&limit=1")
+        #expect(unreduced.json["rows"]?.arrayValue?.first?["doc"]?["name"] == "b")
+        let descending = engine.send(
+            "GET", "/db/_design/app/_view/by_name?descending=TRUE&inclusive_end=False&endkey=%22bar%22")
+        #expect(descending.json["rows"]?.arrayValue?.compactMap { $0["key"]?.stringValue } == ["bb", "baz"])
+        let docs = engine.send("GET", "/db/_all_docs?include_docs=True&descending=TRUE&limit=1")
+        #expect(docs.json["rows"]?.arrayValue?.first?["doc"]?["name"] == "b")
+        #expect(engine.send("GET", "/_all_dbs?descending=True").json == ["db", "_users", "_replicator"])
+
+        for (path, shown) in [
+            ("/db/_design/r/_view/count?group=yes", "\"yes\""),
+            ("/db/_all_docs?include_docs=1", "\"1\""),
+            ("/db/_design_docs?descending=", "[]"),
+            ("/db/_all_docs?conflicts=%22t%5C%22%22", "\"\\\"t\\\\\\\"\\\"\""),
+            ("/_all_dbs?descending=nope", "\"nope\""),
+        ] {
+            let refused = engine.send("GET", path)
+            #expect(refused.status == 400, "\(path)")
+            #expect(
+                refused.json == [
+                    "error": "query_parse_error", "reason": .string("Invalid boolean parameter: " + shown),
+                ],
+                "\(path)")
+        }
+        let posted = engine.send(
+            "POST", "/db/_design/app/_view/by_name", json: ["descending": "True", "limit": 1])
+        #expect(posted.json["rows"]?.arrayValue?.first?["key"] == "bb")
+        let postedBad = engine.send("POST", "/db/_all_docs", json: ["include_docs": "maybe"])
+        #expect(postedBad.json["reason"] == "Invalid boolean parameter: \"maybe\"")
+    }
+
+    /// `_changes` and document reads compare with the literal `true` (chttpd_db's parse_changes_query
+    /// and parse_doc_query): other values are false, never an error.
+    @Test func changesAndDocumentFlagsStayLiteral() throws {
+        let engine = try engineWithNames()
+        let changes = engine.send("GET", "/db/_changes?include_docs=True&descending=yes")
+        #expect(changes.status == 200)
+        #expect(changes.json["results"]?.arrayValue?.first?["doc"] == nil)
+        #expect(changes.json["results"]?.arrayValue?.count == 6)
+        let doc = engine.send("GET", "/db/a?revs=True")
+        #expect(doc.status == 200)
+        #expect(doc.json["_revisions"] == nil)
+    }
+}

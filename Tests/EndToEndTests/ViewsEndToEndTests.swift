@@ -356,6 +356,53 @@ extension ViewsEndToEndTests {
     }
 }
 
+extension ViewsEndToEndTests {
+    /// couch_mrview_http:parse_boolean reads view and `_all_docs` booleans in any case and refuses
+    /// anything else with 400 `query_parse_error` (issue 25; the TestServer took only the literal
+    /// `true` and ignored other values).
+    @Test("View and _all_docs boolean parameters ignore case; another value is 400 query_parse_error")
+    func booleanParametersIgnoreCase() async throws {
+        try await withDatabase("views-booleans") { client, db in
+            let names = ["ba", "bar", "bb"]
+            let rows = try await client.value(
+                BulkDocsOperation(
+                    database: db,
+                    documents: names.enumerated().map { CouchDocument(id: "n\($0.offset)", body: ["name": $0.element]) }
+                ))
+            #expect(rows.allSatisfy { $0.error == nil })
+            _ = try await client.value(PutDocumentOperation(database: db, design: mangoDesign("idx", field: "name")))
+            try await settle(client, db)
+            func get(_ path: CouchPath, _ query: [String: String]) async throws -> JSONValue {
+                try await client.value(
+                    GenericJSONOperation<JSONValue>(
+                        GenericOperation(
+                            path: path,
+                            query: query.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) })
+                    ))
+            }
+            let view = CouchPath(db, "_design", "idx", "_view", "by_name")
+            let grouped = try await get(view, ["group": "True"])
+            #expect(grouped["rows"]?.arrayValue?.count == 3)
+            let descending = try await get(view, ["descending": "TRUE", "reduce": "False", "limit": "1"])
+            #expect(descending["rows"]?.arrayValue?.first?["key"] == ["bb"])
+            let docs = try await get(
+                CouchPath(db, "_all_docs"), ["include_docs": "True", "descending": "tRuE", "limit": "1"])
+            #expect(docs["rows"]?.arrayValue?.first?["doc"]?["name"] == "bb")
+            for (path, query) in [(view, ["descending": "yes"]), (CouchPath(db, "_all_docs"), ["include_docs": "yes"])]
+            {
+                do {
+                    _ = try await get(path, query)
+                    Issue.record("\(query) should be refused")
+                } catch let failure as CouchError {
+                    #expect(failure.statusCode == 400)
+                    #expect(failure.error == "query_parse_error")
+                    #expect(failure.reason == "Invalid boolean parameter: \"yes\"")
+                }
+            }
+        }
+    }
+}
+
 /// Runs `body`, which must fail with an HTTP ``CouchError`` of `status` and `error`.
 private func expectView(
     _ what: String, status: Int, error: String, sourceLocation: SourceLocation = #_sourceLocation,
