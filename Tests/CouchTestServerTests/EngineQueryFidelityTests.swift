@@ -103,3 +103,43 @@ extension EngineQueryFidelityTests {
         #expect(doc.json["_revisions"] == nil)
     }
 }
+
+extension EngineQueryFidelityTests {
+    /// chttpd_show:send_doc_update_response saves only when the first element is an object; for
+    /// `null` (or any other value) it answers 200 with the response, which render.js turns from a
+    /// string into `{body: …}` (text/html) and chttpd_external sends as JSON for `{json: …}`.
+    @Test func anUpdateFunctionReturningNullAnswersItsResponse() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        let stored = engine.send(
+            "PUT", "/db/_design/u",
+            json: [
+                "updates": [
+                    "text": "function(doc, req) { return [null, 'nothing saved']; }",
+                    "json": "function(doc, req) { return [null, {json: {ok: true, seen: doc ? doc._id : null}}]; }",
+                    "coded":
+                        "function(doc, req) { return [null, {code: 202, headers: {'X-Note': 'n'}, body: 'queued'}]; }",
+                    "string": "function(doc, req) { return ['not a document', 'ignored']; }",
+                ]
+            ])
+        #expect(stored.status == 201)
+        let text = engine.send("POST", "/db/_design/u/_update/text")
+        #expect(text.status == 200)
+        #expect(text.text == "nothing saved")
+        #expect(text.headers["Content-Type"] == "text/html; charset=utf-8")
+        #expect(text.headers["X-Couch-Update-NewRev"] == nil)
+        engine.send("PUT", "/db/a", json: ["n": 1])
+        let json = engine.send("PUT", "/db/_design/u/_update/json/a")
+        #expect(json.status == 200)
+        #expect(json.json == ["ok": true, "seen": "a"])
+        #expect(json.headers["Content-Type"] == "application/json")
+        let coded = engine.send("POST", "/db/_design/u/_update/coded")
+        #expect(coded.status == 202)
+        #expect(coded.text == "queued")
+        #expect(coded.headers["X-Note"] == "n")
+        let string = engine.send("POST", "/db/_design/u/_update/string")
+        #expect(string.status == 200)
+        #expect(string.text == "ignored")
+        #expect(engine.send("GET", "/db").json["doc_count"] == 2)  // the design document and a
+    }
+}

@@ -403,6 +403,46 @@ extension ViewsEndToEndTests {
     }
 }
 
+extension ViewsEndToEndTests {
+    /// An update function whose first element is `null` saves nothing and answers 200 with its
+    /// response (chttpd_show:send_doc_update_response; the TestServer answered 400 "Document must be a
+    /// JSON object"): a string as text/html, `{json: …}` as application/json, its own `code` kept.
+    @Test("An update handler returning [null, response] answers 200 with the response and saves nothing")
+    func updateHandlerReturningNull() async throws {
+        try await withDatabase("views-update-null") { client, db in
+            let design = DesignDocument(
+                name: "u",
+                updates: [
+                    "text": "function(doc, req) { return [null, 'nothing saved']; }",
+                    "json": "function(doc, req) { return [null, {json: {seen: doc ? doc._id : null}}]; }",
+                    "coded": "function(doc, req) { return [null, {code: 202, body: 'queued'}]; }",
+                ])
+            _ = try await client.value(PutDocumentOperation(database: db, design: design))
+            guard
+                let text = try await unlessJavaScriptIsMissing(
+                    "the update handler test",
+                    { try await client.execute(UpdateHandlerOperation(database: db, design: "u", function: "text")) })
+            else { return }
+            #expect(text.statusCode == 200)
+            #expect(String(decoding: text.value.data, as: UTF8.self) == "nothing saved")
+            #expect(text.value.contentType == "text/html; charset=utf-8")
+            #expect(text.headers["X-Couch-Update-NewRev"] == nil)
+            _ = try await client.value(
+                PutDocumentOperation(database: db, id: "a", document: ["n": 1] as JSONValue))
+            let json = try await client.execute(
+                UpdateHandlerOperation(database: db, design: "u", function: "json", documentID: "a"))
+            #expect(json.statusCode == 200)
+            #expect(try JSONDecoder().decode(JSONValue.self, from: json.value.data) == ["seen": "a"])
+            #expect(json.value.contentType == "application/json")
+            let coded = try await client.execute(UpdateHandlerOperation(database: db, design: "u", function: "coded"))
+            #expect(coded.statusCode == 202)
+            #expect(String(decoding: coded.value.data, as: UTF8.self) == "queued")
+            let info = try await client.value(GetDatabaseInfoOperation(name: db))
+            #expect(info.docCount == 2)  // the design document and a
+        }
+    }
+}
+
 /// Runs `body`, which must fail with an HTTP ``CouchError`` of `status` and `error`.
 private func expectView(
     _ what: String, status: Int, error: String, sourceLocation: SourceLocation = #_sourceLocation,
