@@ -347,6 +347,124 @@ struct ViewsEndToEndTests {
     }
 }
 
+extension ViewsEndToEndTests {
+    /// A key range ending in U+FFFF is the usual prefix query: CouchDB collates view keys with ICU,
+    /// which weighs U+FFFF above every letter (issue 25; the TestServer used to ignore it and end the
+    /// range at the prefix itself).
+    @Test("A view key range ending in U+FFFF takes every key with that prefix")
+    func prefixRangeEndingInUFFFF() async throws {
+        try await withDatabase("views-prefix") { client, db in
+            let names = ["ba", "bar", "baz", "bb", "b", "Bar"]
+            let rows = try await client.value(
+                BulkDocsOperation(
+                    database: db,
+                    documents: names.enumerated().map { CouchDocument(id: "n\($0.offset)", body: ["name": $0.element]) }
+                ))
+            #expect(rows.allSatisfy { $0.error == nil })
+            _ = try await client.value(PutDocumentOperation(database: db, design: mangoDesign("idx", field: "name")))
+            try await settle(client, db)
+            typealias Query = QueryViewOperation<[String], JSONValue, JSONValue>
+            let prefix = try await client.value(
+                Query(
+                    database: db, design: "idx", view: "by_name",
+                    options: .init(startKey: ["ba"], endKey: ["ba\u{FFFF}"], reduce: false)))
+            #expect(prefix.rows.map(\.key) == [["ba"], ["bar"], ["Bar"], ["baz"]])
+            let descending = try await client.value(
+                Query(
+                    database: db, design: "idx", view: "by_name",
+                    options: .init(startKey: ["ba\u{FFFF}"], endKey: ["ba"], descending: true, reduce: false)))
+            #expect(descending.rows.map(\.key) == [["baz"], ["Bar"], ["bar"], ["ba"]])
+        }
+    }
+}
+
+extension ViewsEndToEndTests {
+    /// couch_mrview_http:parse_boolean reads view and `_all_docs` booleans in any case and refuses
+    /// anything else with 400 `query_parse_error` (issue 25; the TestServer took only the literal
+    /// `true` and ignored other values).
+    @Test("View and _all_docs boolean parameters ignore case; another value is 400 query_parse_error")
+    func booleanParametersIgnoreCase() async throws {
+        try await withDatabase("views-booleans") { client, db in
+            let names = ["ba", "bar", "bb"]
+            let rows = try await client.value(
+                BulkDocsOperation(
+                    database: db,
+                    documents: names.enumerated().map { CouchDocument(id: "n\($0.offset)", body: ["name": $0.element]) }
+                ))
+            #expect(rows.allSatisfy { $0.error == nil })
+            _ = try await client.value(PutDocumentOperation(database: db, design: mangoDesign("idx", field: "name")))
+            try await settle(client, db)
+            func get(_ path: CouchPath, _ query: [String: String]) async throws -> JSONValue {
+                try await client.value(
+                    GenericJSONOperation<JSONValue>(
+                        GenericOperation(
+                            path: path,
+                            query: query.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) })
+                    ))
+            }
+            let view = CouchPath(db, "_design", "idx", "_view", "by_name")
+            let grouped = try await get(view, ["group": "True"])
+            #expect(grouped["rows"]?.arrayValue?.count == 3)
+            let descending = try await get(view, ["descending": "TRUE", "reduce": "False", "limit": "1"])
+            #expect(descending["rows"]?.arrayValue?.first?["key"] == ["bb"])
+            let docs = try await get(
+                CouchPath(db, "_all_docs"), ["include_docs": "True", "descending": "tRuE", "limit": "1"])
+            #expect(docs["rows"]?.arrayValue?.first?["doc"]?["name"] == "bb")
+            for (path, query) in [(view, ["descending": "yes"]), (CouchPath(db, "_all_docs"), ["include_docs": "yes"])]
+            {
+                do {
+                    _ = try await get(path, query)
+                    Issue.record("\(query) should be refused")
+                } catch let failure as CouchError {
+                    #expect(failure.statusCode == 400)
+                    #expect(failure.error == "query_parse_error")
+                    #expect(failure.reason == "Invalid boolean parameter: \"yes\"")
+                }
+            }
+        }
+    }
+}
+
+extension ViewsEndToEndTests {
+    /// An update function whose first element is `null` saves nothing and answers 200 with its
+    /// response (chttpd_show:send_doc_update_response; the TestServer answered 400 "Document must be a
+    /// JSON object"): a string as text/html, `{json: …}` as application/json, its own `code` kept.
+    @Test("An update handler returning [null, response] answers 200 with the response and saves nothing")
+    func updateHandlerReturningNull() async throws {
+        try await withDatabase("views-update-null") { client, db in
+            let design = DesignDocument(
+                name: "u",
+                updates: [
+                    "text": "function(doc, req) { return [null, 'nothing saved']; }",
+                    "json": "function(doc, req) { return [null, {json: {seen: doc ? doc._id : null}}]; }",
+                    "coded": "function(doc, req) { return [null, {code: 202, body: 'queued'}]; }",
+                ])
+            _ = try await client.value(PutDocumentOperation(database: db, design: design))
+            guard
+                let text = try await unlessJavaScriptIsMissing(
+                    "the update handler test",
+                    { try await client.execute(UpdateHandlerOperation(database: db, design: "u", function: "text")) })
+            else { return }
+            #expect(text.statusCode == 200)
+            #expect(String(decoding: text.value.data, as: UTF8.self) == "nothing saved")
+            #expect(text.value.contentType == "text/html; charset=utf-8")
+            #expect(text.headers["X-Couch-Update-NewRev"] == nil)
+            _ = try await client.value(
+                PutDocumentOperation(database: db, id: "a", document: ["n": 1] as JSONValue))
+            let json = try await client.execute(
+                UpdateHandlerOperation(database: db, design: "u", function: "json", documentID: "a"))
+            #expect(json.statusCode == 200)
+            #expect(try JSONDecoder().decode(JSONValue.self, from: json.value.data) == ["seen": "a"])
+            #expect(json.value.contentType == "application/json")
+            let coded = try await client.execute(UpdateHandlerOperation(database: db, design: "u", function: "coded"))
+            #expect(coded.statusCode == 202)
+            #expect(String(decoding: coded.value.data, as: UTF8.self) == "queued")
+            let info = try await client.value(GetDatabaseInfoOperation(name: db))
+            #expect(info.docCount == 2)  // the design document and a
+        }
+    }
+}
+
 /// Runs `body`, which must fail with an HTTP ``CouchError`` of `status` and `error`.
 private func expectView(
     _ what: String, status: Int, error: String, sourceLocation: SourceLocation = #_sourceLocation,

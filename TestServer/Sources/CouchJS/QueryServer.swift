@@ -280,7 +280,11 @@ public final class JSQueryServer {
             guard case .array(let pair)? = try interpreter.toJSON(result), pair.count == 2 else {
                 throw Failure.thrown(nil, "An update function must return [doc, response].")
             }
-            let newDoc: JSON? = pair[0] == .null ? nil : pair[0]
+            // CouchDB saves only an object (chttpd_show:send_doc_update_response matches `{NewJsonDoc}`);
+            // `null` or any other value saves nothing and answers 200. No `cond ? nil : pair[0]` here:
+            // JSON is ExpressibleByNilLiteral, so that `nil` was `JSON.null`, which then was "saved".
+            var newDoc: JSON?
+            if case .object = pair[0] { newDoc = pair[0] }
             return (newDoc, rendered(pair[1], defaultType: "text/html; charset=utf-8"))
         }
     }

@@ -60,7 +60,8 @@ public enum Collation {
     /// symbols < currency < digits < letters, letters ignoring case and accents, so `é` sits with
     /// `e`), then by accents (secondary), then by case and variants (tertiary, lowercase first).
     /// Control characters are ignored. This reproduces ICU for Latin text, digits and ASCII
-    /// punctuation; other scripts order by code point after Latin.
+    /// punctuation; other scripts order by code point after Latin, unassigned and private-use code
+    /// points after them. U+FFFF weighs more and U+FFFE less than any other character, as in ICU.
     public static func compareStrings(_ a: String, _ b: String) -> Int {
         if a == b { return 0 }
         let ka = SortKey(a)
@@ -121,6 +122,10 @@ private struct SortKey {
     static let digits: UInt32 = 7 << 24
     static let latin: UInt32 = 8 << 24
     static let otherLetters: UInt32 = 9 << 24
+    static let implicit: UInt32 = 10 << 24
+    /// The primaries of U+FFFE and U+FFFF, below and above every other one.
+    static let lowest: UInt32 = 1
+    static let highest: UInt32 = .max
 
     /// CLDR root order of ASCII punctuation, then of ASCII symbols.
     static let asciiPunctuation = Array("_-,;:!?.'\"()[]{}@*/\\&#%".unicodeScalars)
@@ -172,10 +177,20 @@ private struct SortKey {
     mutating func appendOther(_ scalar: Unicode.Scalar) {
         let props = scalar.properties
         switch props.generalCategory {
-        case .control, .format, .surrogate, .unassigned, .privateUse:
-            if props.generalCategory == .privateUse {
-                append(Self.otherLetters + 0xFF_FFFF, Self.commonSecondary, Self.lower)
-            }
+        case .unassigned where scalar.value == 0xFFFF:
+            // CLDR root gives U+FFFF the highest primary weight, so `"ba\u{FFFF}"` ends the range of
+            // every key that starts with "ba" (the usual prefix query), as ICU does for CouchDB.
+            append(Self.highest, Self.commonSecondary, Self.lower)
+            return
+        case .unassigned where scalar.value == 0xFFFE:
+            // ... and U+FFFE the lowest, below white space.
+            append(Self.lowest, Self.commonSecondary, Self.lower)
+            return
+        case .unassigned, .privateUse:
+            // Implicit weights: after every assigned character, in code point order (UCA 10.1.3).
+            append(Self.implicit + scalar.value, Self.commonSecondary, Self.lower)
+            return
+        case .control, .format, .surrogate:
             return
         case .nonspacingMark, .spacingMark, .enclosingMark:
             append(0, 2 + (scalar.value & 0xFFFF), 0)

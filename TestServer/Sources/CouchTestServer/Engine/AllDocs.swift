@@ -35,8 +35,8 @@ struct ViewArgs {
         if endKey == nil { endKey = try request.jsonQuery("endkey") }
         startDocID = request.queryValue("start_key_doc_id") ?? request.queryValue("startkey_docid")
         endDocID = request.queryValue("end_key_doc_id") ?? request.queryValue("endkey_docid")
-        inclusiveEnd = request.flag("inclusive_end", default: true)
-        descending = request.flag("descending")
+        inclusiveEnd = try request.booleanQuery("inclusive_end") ?? true
+        descending = try request.booleanQuery("descending") ?? false
         if let l = request.queryValue("limit") {
             guard let n = Int(l), n >= 0 else {
                 throw CouchError.queryParse("Invalid value for positive integer: \"\(l)\"")
@@ -49,13 +49,14 @@ struct ViewArgs {
             }
             skip = n
         }
-        includeDocs = request.flag("include_docs")
-        conflicts = request.flag("conflicts")
-        updateSeq = request.flag("update_seq")
-        attachments = request.flag("attachments")
-        attEncodingInfo = request.flag("att_encoding_info")
-        if let r = request.queryValue("reduce") { reduce = r == "true" ? true : (r == "false" ? false : nil) }
-        group = request.flag("group")
+        includeDocs = try request.booleanQuery("include_docs") ?? false
+        conflicts = try request.booleanQuery("conflicts") ?? false
+        updateSeq = try request.booleanQuery("update_seq") ?? false
+        attachments = try request.booleanQuery("attachments") ?? false
+        attEncodingInfo = try request.booleanQuery("att_encoding_info") ?? false
+        reduce = try request.booleanQuery("reduce")
+        group = try request.booleanQuery("group") ?? false
+        _ = try request.booleanQuery("sorted")  // read for its errors only
         if let g = request.queryValue("group_level") { groupLevel = Int(g) }
     }
 
@@ -73,17 +74,17 @@ struct ViewArgs {
             case "endkey", "end_key": endKey = value
             case "startkey_docid", "start_key_doc_id": startDocID = value.stringValue
             case "endkey_docid", "end_key_doc_id": endDocID = value.stringValue
-            case "inclusive_end": inclusiveEnd = value.boolValue ?? true
-            case "descending": descending = value.boolValue ?? false
+            case "inclusive_end": inclusiveEnd = try BooleanParameter.parse(value) ?? true
+            case "descending": descending = try BooleanParameter.parse(value) ?? false
             case "limit": limit = value.intValue.map { Int($0) }
             case "skip": skip = Int(value.intValue ?? 0)
-            case "include_docs": includeDocs = value.boolValue ?? false
-            case "conflicts": conflicts = value.boolValue ?? false
-            case "update_seq": updateSeq = value.boolValue ?? false
-            case "attachments": attachments = value.boolValue ?? false
-            case "att_encoding_info": attEncodingInfo = value.boolValue ?? false
-            case "reduce": reduce = value.boolValue
-            case "group": group = value.boolValue ?? false
+            case "include_docs": includeDocs = try BooleanParameter.parse(value) ?? false
+            case "conflicts": conflicts = try BooleanParameter.parse(value) ?? false
+            case "update_seq": updateSeq = try BooleanParameter.parse(value) ?? false
+            case "attachments": attachments = try BooleanParameter.parse(value) ?? false
+            case "att_encoding_info": attEncodingInfo = try BooleanParameter.parse(value) ?? false
+            case "reduce": reduce = try BooleanParameter.parse(value)
+            case "group": group = try BooleanParameter.parse(value) ?? false
             case "group_level": groupLevel = value.intValue.map { Int($0) }
             default: break
             }

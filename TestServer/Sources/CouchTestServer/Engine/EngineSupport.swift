@@ -72,19 +72,67 @@ enum Reply {
 
 // MARK: - Request helpers
 
+/// CouchDB's boolean parameters of views, `_all_docs`, `_design_docs`, `_local_docs`, `_all_dbs` and
+/// `_dbs_info` (`couch_mrview_http:parse_boolean`, which `parse_params` applies to the query string
+/// and to POST bodies): `true` and `false` in any case (`group=True`, `descending=TRUE`), anything
+/// else 400 `query_parse_error` "Invalid boolean parameter: …" with the value as Erlang's `~p` prints
+/// it. `_changes` and document reads compare with the literal `true` instead (`chttpd_db`'s
+/// `parse_changes_query` and `parse_doc_query`), which is `ServerRequest.flag`.
+enum BooleanParameter {
+    static func parse(_ value: String) throws(CouchError) -> Bool {
+        switch value.lowercased() {
+        case "true": return true
+        case "false": return false
+        default: throw CouchError.queryParse("Invalid boolean parameter: " + erlangString(value))
+        }
+    }
+
+    /// A member of a POST body: a JSON boolean, or a string read as in a query string; nil for
+    /// other values (left at their default).
+    static func parse(_ value: JSON) throws(CouchError) -> Bool? {
+        switch value {
+        case .bool(let b): return b
+        case .string(let s): return try parse(s)
+        default: return nil
+        }
+    }
+
+    /// `io_lib:format("~p", [List])` of the characters (bytes) of a query value: `"text"` when every
+    /// byte is printable Latin-1, `[]` when empty, else the list of bytes.
+    static func erlangString(_ value: String) -> String {
+        let bytes = Array(value.utf8)
+        if bytes.isEmpty { return "[]" }
+        let escapes: [UInt8: String] = [
+            0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0B: "\\v", 0x0C: "\\f", 0x0D: "\\r", 0x1B: "\\e",
+        ]
+        let printable = bytes.allSatisfy { (0x20...0x7E).contains($0) || $0 >= 0xA0 || escapes[$0] != nil }
+        guard printable else { return "[" + bytes.map { String($0) }.joined(separator: ",") + "]" }
+        var text = Data("\"".utf8)
+        for b in bytes {
+            if let escaped = escapes[b] {
+                text.append(contentsOf: escaped.utf8)
+            } else {
+                if b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") { text.append(UInt8(ascii: "\\")) }
+                text.append(b)
+            }
+        }
+        text.append(UInt8(ascii: "\""))
+        return String(decoding: text, as: UTF8.self)
+    }
+}
+
 extension ServerRequest {
-    /// A boolean query parameter: `true` only for the literal `true` (CouchDB ignores other values).
+    /// A boolean parameter of a view-like endpoint, read with `BooleanParameter.parse`; nil when absent.
+    func booleanQuery(_ name: String) throws(CouchError) -> Bool? {
+        guard let v = queryValue(name) else { return nil }
+        return try BooleanParameter.parse(v)
+    }
+
+    /// A boolean query parameter of `_changes` and document reads: `true` only for the literal `true`
+    /// (`chttpd_db` ignores other values there; views use `booleanQuery`).
     func flag(_ name: String) -> Bool {
         guard let v = queryValue(name) else { return false }
         return v == "true"
-    }
-
-    /// A boolean query parameter that defaults to true unless it is `false`.
-    func flag(_ name: String, default value: Bool) -> Bool {
-        guard let v = queryValue(name) else { return value }
-        if v == "true" { return true }
-        if v == "false" { return false }
-        return value
     }
 
     /// A query parameter holding JSON; throws CouchDB's "invalid UTF-8 JSON" when it does not parse.

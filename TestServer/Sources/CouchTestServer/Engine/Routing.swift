@@ -98,13 +98,13 @@ extension CouchEngine {
     /// Applies `_all_dbs` style range parameters to the sorted database names.
     private func selectDatabaseNames(_ request: ServerRequest) throws(CouchError) -> [String] {
         var names = allDatabaseNames()
-        let descending = request.flag("descending")
+        let descending = try request.booleanQuery("descending") ?? false
         if descending { names.reverse() }
         var start = try request.jsonQuery("start_key")?.stringValue
         if start == nil { start = try request.jsonQuery("startkey")?.stringValue }
         var end = try request.jsonQuery("end_key")?.stringValue
         if end == nil { end = try request.jsonQuery("endkey")?.stringValue }
-        let inclusiveEnd = request.flag("inclusive_end", default: true)
+        let inclusiveEnd = try request.booleanQuery("inclusive_end") ?? true
         names = names.filter { name in
             let c = { (a: String, b: String) in Collation.compareRaw(a, b) * (descending ? -1 : 1) }
             if let start, c(name, start) < 0 { return false }
