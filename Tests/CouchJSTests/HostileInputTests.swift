@@ -298,6 +298,29 @@ import Testing
         #expect(done.wait(timeout: .now() + 60) == .success)
     }
 
+    /// Functions and the objects built-ins make count against the memory budget: a million
+    /// nested closures, uncharged, took the TestServer to 2.3 GB (issue 24 verification).
+    @Test func closuresAndOtherObjectsAreChargedToTheMemoryBudget() {
+        let interpreter = Interpreter()
+        interpreter.memoryBudget = 8 << 20
+        for source in [
+            "var f = () => 0; for (var i = 0; i < 100000; i++) { let g = f; f = () => g }; 1",
+            "var f = function () { return 0 }; for (var i = 0; i < 100000; i++) { let g = f; f = function () { return g } }; 1",
+            "var e = []; for (var i = 0; i < 100000; i++) e.push(new Error('x')); 1",
+            "var d = []; for (var i = 0; i < 100000; i++) d.push(new Date(0)); 1",
+            "var p = []; for (var i = 0; i < 100000; i++) p.push(Object.create(null)); 1",
+            "function C() {}; var c = []; for (var i = 0; i < 100000; i++) c.push(new C()); 1",
+            "var r = []; for (var i = 0; i < 100000; i++) r.push(/a+/g); 1",
+            "var t = []; for (var i = 0; i < 100000; i++) t.push((function () { try { null.x } catch (e) { return e } })()); 1",
+        ] {
+            #expect(Self.outcome(interpreter, source) == "budget", "\(source.prefix(60))")
+        }
+        // Under the default budget, functions are everyday values.
+        #expect(
+            Self.outcome(Interpreter(), "var s = 0; for (var i = 0; i < 1000; i++) s += (x => x + 1)(i); s")
+                == "500500")
+    }
+
     /// Built-ins that allocate: the reported hang and balloons end fast, as a RangeError (past
     /// the longest string or array) or a budget, and the interpreter goes on working.
     @Test func allocatingBuiltinsAreBounded() {
