@@ -228,6 +228,99 @@ import Testing
         #expect(done.wait(timeout: .now() + 60) == .success)
     }
 
+    /// A chain of nested arrays or objects built at run time (the default budgets, as the
+    /// TestServer runs a map function) is released without recursing when a binding drops it
+    /// (`a = null`): a million levels killed the TestServer with SIGSEGV (issue 24 verification;
+    /// the release through a dying scope is iterative, the release through an assignment is not).
+    @Test func deepStructureDroppedByAnAssignmentIsReleasedWithoutOverflow() {
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            let local = Interpreter()
+            for source in [
+                "var a = []; for (var i = 0; i < 1000000; i++) { a = [a] }; 1",
+                "var o = {}; for (var i = 0; i < 1000000; i++) { o = {a: o} }; 1",
+            ] {
+                _ = Self.outcome(local, source)
+                _ = Self.outcome(local, "a = null; o = null; 1")
+            }
+            done.signal()
+        }
+        thread.stackSize = 512 * 1024
+        thread.start()
+        #expect(done.wait(timeout: .now() + 120) == .success)
+    }
+
+    /// Makes a chain a million levels deep (ten levels an iteration, to keep the test fast).
+    static let deepChain =
+        "function chain() { var a = []; for (var i = 0; i < 100000; i++) a = [[[[[[[[[[a]]]]]]]]]]; return a }\n"
+        + "function objects() { var o = {}; for (var i = 0; i < 100000; i++) o = {a: {a: {a: {a: {a: {a: {a: "
+        + "{a: {a: {a: o}}}}}}}}}}; return o }\n"
+
+    /// Every other way a value is dropped releases a million-deep chain without recursing (an
+    /// element or property overwritten or deleted, an array shortened, a scope ending, a result
+    /// thrown away), and the built-ins that look into values end at a bound instead of recursing.
+    @Test(arguments: [
+        ("var x = [chain()]; x[0] = null; 1", "1"),
+        ("var p = {k: objects()}; p.k = null; 1", "1"),
+        ("var p = {k: chain()}; delete p.k; 1", "1"),
+        ("var x = [chain(), 2]; x.length = 1; x.length = 0; 1", "1"),
+        ("var x = [objects()]; x.pop(); 1", "1"),
+        ("var x = [chain()]; x.splice(0, 1); 1", "1"),
+        ("var x = [chain()]; x.shift(); 1", "1"),
+        ("chain(); 1", "1"),
+        ("(function () { var local = chain(); return 1 })()", "1"),
+        ("JSON.stringify(chain())", "TypeError"),
+        ("JSON.stringify(objects())", "TypeError"),
+        ("String(chain()).length", "0"),
+        ("+chain()", "0"),
+        ("var c = chain(); (c == 0) + ',' + (c == c) + ',' + (c < 1)", "true,true,true"),
+        ("var c = chain(); [c, [c]].sort().length", "2"),
+        ("var c = chain(); [c, [c], 1].sort(function (x, y) { return x - y }).length", "3"),
+        ("var c = [1]; c[0] = c; +c", "0"),
+    ])
+    func deepStructureDroppedOrInspectedEveryWay(source: String, expected: String) {
+        let interpreter = Interpreter()
+        interpreter.timeBudget = 60
+        #expect(Self.outcome(interpreter, Self.deepChain + source) == expected, "\(source)")
+    }
+
+    /// A chain returned to the caller is released without recursing where the caller drops it
+    /// (here a thread with a small stack).
+    @Test func deepStructureReturnedToTheCallerIsReleasedWithoutOverflow() {
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            let local = Interpreter()
+            _ = try? local.run(Self.deepChain + "chain()")
+            done.signal()
+        }
+        thread.stackSize = 512 * 1024
+        thread.start()
+        #expect(done.wait(timeout: .now() + 60) == .success)
+    }
+
+    /// Functions and the objects built-ins make count against the memory budget: a million
+    /// nested closures, uncharged, took the TestServer to 2.3 GB (issue 24 verification).
+    @Test func closuresAndOtherObjectsAreChargedToTheMemoryBudget() {
+        let interpreter = Interpreter()
+        interpreter.memoryBudget = 8 << 20
+        for source in [
+            "var f = () => 0; for (var i = 0; i < 100000; i++) { let g = f; f = () => g }; 1",
+            "var f = function () { return 0 }; for (var i = 0; i < 100000; i++) { let g = f; f = function () { return g } }; 1",
+            "var e = []; for (var i = 0; i < 100000; i++) e.push(new Error('x')); 1",
+            "var d = []; for (var i = 0; i < 100000; i++) d.push(new Date(0)); 1",
+            "var p = []; for (var i = 0; i < 100000; i++) p.push(Object.create(null)); 1",
+            "function C() {}; var c = []; for (var i = 0; i < 100000; i++) c.push(new C()); 1",
+            "var r = []; for (var i = 0; i < 100000; i++) r.push(/a+/g); 1",
+            "var t = []; for (var i = 0; i < 100000; i++) t.push((function () { try { null.x } catch (e) { return e } })()); 1",
+        ] {
+            #expect(Self.outcome(interpreter, source) == "budget", "\(source.prefix(60))")
+        }
+        // Under the default budget, functions are everyday values.
+        #expect(
+            Self.outcome(Interpreter(), "var s = 0; for (var i = 0; i < 1000; i++) s += (x => x + 1)(i); s")
+                == "500500")
+    }
+
     /// Built-ins that allocate: the reported hang and balloons end fast, as a RangeError (past
     /// the longest string or array) or a budget, and the interpreter goes on working.
     @Test func allocatingBuiltinsAreBounded() {

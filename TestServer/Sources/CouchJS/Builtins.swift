@@ -126,7 +126,8 @@ extension Interpreter {
         }
         method(object, "freeze") { interpreter, _, args in interpreter.arg(args, 0) }
         method(object, "create") { interpreter, _, args in
-            .object(JSObject(prototype: interpreter.arg(args, 0).object))
+            interpreter.note(bytes: Interpreter.objectCost)
+            return .object(JSObject(prototype: interpreter.arg(args, 0).object))
         }
         method(object, "getPrototypeOf") { interpreter, _, args in
             interpreter.arg(args, 0).object?.prototype.map { .object($0) } ?? .null
@@ -1135,6 +1136,7 @@ extension Interpreter {
                 time = JSDate.utc(args.map { $0.toNumber() })
             }
             guard interpreter.isConstructCall(this, "Date") else { return .string(JSDate.iso(time)) }
+            interpreter.note(bytes: Interpreter.objectCost)
             let object = JSObject(prototype: interpreter.datePrototype, className: "Date")
             object.date = time
             return .object(object)
@@ -1262,6 +1264,7 @@ extension Interpreter {
             let prototype = name == "Error" ? errorPrototype : JSObject(prototype: errorPrototype)
             prototype.set("name", .string(name))
             let constructor = makeFunction(name) { interpreter, _, args in
+                interpreter.note(bytes: Interpreter.objectCost)
                 let error = JSObject(prototype: prototype, className: "Error")
                 if !interpreter.arg(args, 0).isUndefinedValue {
                     error.set("message", .string(interpreter.arg(args, 0).toDisplayString()))

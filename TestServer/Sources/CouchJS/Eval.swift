@@ -330,6 +330,8 @@ extension Interpreter {
     }
 
     func makeRegex(_ pattern: String, _ flags: String) throws -> JSValue {
+        // A compiled expression costs more than its text: charged as a few objects.
+        try charge(pattern.utf8.count + 4 * Interpreter.objectCost)
         let object = JSObject(prototype: regexPrototype, className: "RegExp")
         do {
             object.regex = try JSRegex(source: pattern, flags: flags)

@@ -156,14 +156,19 @@ public enum JSValue {
             if t == "-Infinity" { return -.infinity }
             guard t.allSatisfy({ "0123456789+-.eE".contains($0) }) else { return .nan }
             return Double(t) ?? .nan
-        case .object(let o):
-            if let date = o.date { return date }
-            if let array = o.array {
+        case .object(var o):
+            // An array of one element is its element's number: a loop, not a recursion, so that a
+            // million nested arrays (or an array holding itself) cannot overflow the stack. Past
+            // the nesting `toDisplayString` shows (1,000), the text is empty, so the number is 0.
+            for _ in 0..<1_000 {
+                if let date = o.date { return date }
+                guard let array = o.array else { return .nan }
                 if array.isEmpty { return 0 }
-                if array.count == 1 { return array[0].toNumber() }
-                return .nan
+                if array.count > 1 { return .nan }
+                guard case .object(let inner) = array[0] else { return array[0].toNumber() }
+                o = inner
             }
-            return .nan
+            return 0
         }
     }
 
@@ -199,7 +204,7 @@ public final class JSObject {
     deinit {
         var pending: [AnyObject] = []
         detach(into: &pending)
-        Teardown.drain(&pending)
+        Teardown.release(&pending)
     }
 
     /// Hands the objects and scopes this one holds to `pending`, and lets go of them.
@@ -340,7 +345,7 @@ final class Scope {
     deinit {
         var pending: [AnyObject] = []
         detach(into: &pending)
-        Teardown.drain(&pending)
+        Teardown.release(&pending)
     }
 
     /// Hands the objects and scopes this one holds to `pending`, and lets go of them.
@@ -397,17 +402,48 @@ final class Scope {
 
 /// Releases what a dying object or scope held one at a time instead of recursively: a chain of a
 /// million arrays (`a = [a]` in a loop) or closures would otherwise overflow the stack as Swift
-/// releases it, on whichever thread drops the last reference.
+/// releases it, on whichever thread drops the last reference, whichever way it is dropped (an
+/// assignment, an element or property overwritten or deleted, an array shortened, a scope or
+/// interpreter ending, a result thrown away).
+///
+/// The first dying object on a thread drains a queue: it lets go of what it held one reference at
+/// a time, and each object or scope that dies of it (its `deinit`, called from here) only hands
+/// what it held to the same queue and returns. The stack stays a few frames deep, and nothing is
+/// taken apart that is still referenced elsewhere (an earlier version took an object apart only
+/// when `isKnownUniquelyReferenced` said so, and released it whole otherwise; the check saw a
+/// transient second reference while the parent's elements were being released, and a million
+/// nested arrays were released recursively: SIGSEGV).
 enum Teardown {
-    static func drain(_ pending: inout [AnyObject]) {
-        while var next = pending.popLast() {
-            // Only the last reference is taken apart; a shared object lives on unchanged.
-            guard isKnownUniquelyReferenced(&next) else { continue }
-            if let object = next as? JSObject {
-                object.detach(into: &pending)
-            } else if let scope = next as? Scope {
-                scope.detach(into: &pending)
-            }
+    /// The queue of the drain running on this thread, if one is.
+    private final class Queue {
+        var items: [AnyObject] = []
+    }
+
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    /// Lets go of `held` (what a dying object or scope held), iteratively.
+    static func release(_ held: inout [AnyObject]) {
+        guard !held.isEmpty else { return }
+        if let running = pthread_getspecific(key) {
+            // Called from a `deinit` the running drain below caused: queue, do not recurse.
+            Unmanaged<Queue>.fromOpaque(running).takeUnretainedValue().items.append(contentsOf: held)
+            held = []
+            return
+        }
+        let queue = Queue()
+        swap(&queue.items, &held)  // `held` must not keep them alive while they are released
+        pthread_setspecific(key, Unmanaged.passUnretained(queue).toOpaque())
+        defer { pthread_setspecific(key, nil) }
+        while true {
+            // The popped reference dies at the end of the iteration, outside any access to the
+            // queue: a `deinit` it causes appends to the queue.
+            var next: AnyObject? = queue.items.popLast()
+            if next == nil { break }
+            next = nil
         }
     }
 }
