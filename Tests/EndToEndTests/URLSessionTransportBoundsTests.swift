@@ -142,16 +142,7 @@ struct URLSessionTransportBoundsTests {
     @Test("A whole body without end stops at maximumResponseBodySize as it arrives, not after it was read")
     func wholeBodyLimitStopsAnEndlessBody() async throws {
         let sent = SentCounter()
-        let responder = try RawResponder { peer in
-            peer.write("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
-            let chunk = Data("10000\r\n".utf8) + Data(repeating: 0x20, count: 0x10000) + Data("\r\n".utf8)
-            // At most 256 MiB, so that a transport reading it all ends too.
-            for _ in 0..<4_096 {
-                guard peer.write(chunk) else { return }
-                sent.add(0x10000)
-            }
-            peer.write("0\r\n\r\n")
-        }
+        let responder = try RawResponder.endlessChunkedBody(of: 0x20, contentType: "application/json", counting: sent)
         defer { responder.stop() }
         let transport = URLSessionTransport()
         defer { transport.shutdown() }
@@ -186,15 +177,7 @@ struct URLSessionTransportBoundsTests {
     @Test("A paused stream of an endless body fails at the read-ahead limit; nothing is delivered while paused")
     func streamReadAheadIsBounded() async throws {
         let sent = SentCounter()
-        let responder = try RawResponder { peer in
-            peer.write("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
-            let chunk = Data("10000\r\n".utf8) + Data(repeating: 0x0A, count: 0x10000) + Data("\r\n".utf8)
-            for _ in 0..<4_096 {
-                guard peer.write(chunk) else { return }
-                sent.add(0x10000)
-            }
-            peer.write("0\r\n\r\n")
-        }
+        let responder = try RawResponder.endlessChunkedBody(of: 0x0A, counting: sent)
         defer { responder.stop() }
         let transport = URLSessionTransport()
         defer { transport.shutdown() }
@@ -465,5 +448,25 @@ private func expectURLError(
         #expect((error as? URLError)?.code == code, "\(error)", sourceLocation: sourceLocation)
         #expect(
             error.localizedDescription.contains(text), "\(error.localizedDescription)", sourceLocation: sourceLocation)
+    }
+}
+
+extension RawResponder {
+    /// Answers with a chunked body of `byte`s in 64 KiB chunks, counted in `sent` as the socket
+    /// takes them: at most 256 MiB, so that a transport reading it all ends too.
+    fileprivate static func endlessChunkedBody(of byte: UInt8, contentType: String? = nil, counting sent: SentCounter)
+        throws
+        -> RawResponder
+    {
+        try RawResponder { peer in
+            let type = contentType.map { "Content-Type: \($0)\r\n" } ?? ""
+            peer.write("HTTP/1.1 200 OK\r\n\(type)Transfer-Encoding: chunked\r\n\r\n")
+            let chunk = Data("10000\r\n".utf8) + Data(repeating: byte, count: 0x10000) + Data("\r\n".utf8)
+            for _ in 0..<4_096 {
+                guard peer.write(chunk) else { return }
+                sent.add(0x10000)
+            }
+            peer.write("0\r\n\r\n")
+        }
     }
 }
