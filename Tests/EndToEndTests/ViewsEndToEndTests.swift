@@ -355,14 +355,7 @@ extension ViewsEndToEndTests {
     func prefixRangeEndingInUFFFF() async throws {
         try await withDatabase("views-prefix") { client, db in
             let names = ["ba", "bar", "baz", "bb", "b", "Bar"]
-            let rows = try await client.value(
-                BulkDocsOperation(
-                    database: db,
-                    documents: names.enumerated().map { CouchDocument(id: "n\($0.offset)", body: ["name": $0.element]) }
-                ))
-            #expect(rows.allSatisfy { $0.error == nil })
-            _ = try await client.value(PutDocumentOperation(database: db, design: mangoDesign("idx", field: "name")))
-            try await settle(client, db)
+            try await writeNamesIndexed(names, client, db)
             typealias Query = QueryViewOperation<[String], JSONValue, JSONValue>
             let prefix = try await client.value(
                 Query(
@@ -379,6 +372,18 @@ extension ViewsEndToEndTests {
 }
 
 extension ViewsEndToEndTests {
+    /// Writes a document `{"name": …}` for each of `names` (ids `n0`, `n1`, …) and the Mango-language
+    /// view `_design/idx/_view/by_name` over them, and waits until the view sees them.
+    fileprivate func writeNamesIndexed(_ names: [String], _ client: CouchDBClient, _ db: String) async throws {
+        let rows = try await client.value(
+            BulkDocsOperation(
+                database: db,
+                documents: names.enumerated().map { CouchDocument(id: "n\($0.offset)", body: ["name": $0.element]) }))
+        #expect(rows.allSatisfy { $0.error == nil })
+        _ = try await client.value(PutDocumentOperation(database: db, design: mangoDesign("idx", field: "name")))
+        try await settle(client, db)
+    }
+
     /// couch_mrview_http:parse_boolean reads view and `_all_docs` booleans in any case and refuses
     /// anything else with 400 `query_parse_error` (issue 25; the TestServer took only the literal
     /// `true` and ignored other values).
@@ -386,14 +391,7 @@ extension ViewsEndToEndTests {
     func booleanParametersIgnoreCase() async throws {
         try await withDatabase("views-booleans") { client, db in
             let names = ["ba", "bar", "bb"]
-            let rows = try await client.value(
-                BulkDocsOperation(
-                    database: db,
-                    documents: names.enumerated().map { CouchDocument(id: "n\($0.offset)", body: ["name": $0.element]) }
-                ))
-            #expect(rows.allSatisfy { $0.error == nil })
-            _ = try await client.value(PutDocumentOperation(database: db, design: mangoDesign("idx", field: "name")))
-            try await settle(client, db)
+            try await writeNamesIndexed(names, client, db)
             func get(_ path: CouchPath, _ query: [String: String]) async throws -> JSONValue {
                 try await client.value(
                     GenericJSONOperation<JSONValue>(
