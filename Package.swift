@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "SwiftCouch", targets: ["SwiftCouch"]),
         .library(name: "SwiftCouchTesting", targets: ["SwiftCouchTesting"]),
+        .library(name: "CouchStore", targets: ["CouchStore"]),
         .library(name: "CouchTestServer", targets: ["CouchTestServer"]),
         .executable(name: "TestServer", targets: ["TestServerCLI"]),
         .executable(name: "SwiftCouchDemo", targets: ["SwiftCouchDemo"]),
@@ -22,12 +23,18 @@ let package = Package(
         .target(name: "SwiftCouchTesting", dependencies: ["SwiftCouch"], path: "Sources/SwiftCouchTesting"),
         .executableTarget(
             name: "SwiftCouchDemo", dependencies: ["SwiftCouch", "CouchTestServer"], path: "Sources/SwiftCouchDemo"),
-        // The TestServer: JSON, collation and Mango (CouchQuery); the HTTP server and CouchDB engine.
-        .target(name: "CouchQuery", path: "TestServer/Sources/CouchQuery"),
+        // JSON, collation and Mango, in pure Swift.
+        .target(name: "CouchQuery", path: "Sources/CouchQuery"),
         // JavaScript for design documents, in pure Swift: an interpreter and CouchDB's query-server API.
-        .target(name: "CouchJS", dependencies: ["CouchQuery"], path: "TestServer/Sources/CouchJS"),
+        .target(name: "CouchJS", dependencies: ["CouchQuery"], path: "Sources/CouchJS"),
+        // CouchStore: CouchDB's engine as an embedded, persistent database (storage, documents and
+        // revisions, queries, the CouchDB API as request and response values). No sockets.
         .target(
-            name: "CouchTestServer", dependencies: ["HTTPWire", "CouchQuery", "CouchGzip", "CouchJS"],
+            name: "CouchStore", dependencies: ["HTTPWire", "CouchQuery", "CouchGzip", "CouchJS"],
+            path: "Sources/CouchStore"),
+        // The TestServer: the HTTP face over CouchStore, with faults.
+        .target(
+            name: "CouchTestServer", dependencies: ["HTTPWire", "CouchQuery", "CouchGzip", "CouchStore"],
             path: "TestServer/Sources/CouchTestServer"),
         .executableTarget(
             name: "SwiftCouchBenchmarks", dependencies: ["SwiftCouch", "CouchTestServer"],
@@ -41,9 +48,9 @@ let package = Package(
             name: "SwiftCouchTests", dependencies: ["SwiftCouch", "SwiftCouchTesting", "CouchGzip"],
             path: "Tests/SwiftCouchTests"),
         .testTarget(
-            name: "EndToEndTests", dependencies: ["SwiftCouch", "CouchTestServer"], path: "Tests/EndToEndTests"),
+            name: "EndToEndTests", dependencies: ["SwiftCouch", "CouchTestServer", "CouchStore"], path: "Tests/EndToEndTests"),
         .testTarget(
-            name: "CouchTestServerTests", dependencies: ["CouchTestServer", "CouchQuery", "HTTPWire", "CouchGzip"],
+            name: "CouchTestServerTests", dependencies: ["CouchTestServer", "CouchStore", "CouchQuery", "HTTPWire", "CouchGzip"],
             path: "Tests/CouchTestServerTests"),
         // The Swift snippets of README.md and the DocC articles, compiled (never run).
         .testTarget(
@@ -51,7 +58,7 @@ let package = Package(
             path: "Tests/DocumentationSnippetTests"),
         .testTarget(name: "CouchJSTests", dependencies: ["CouchJS", "CouchQuery"], path: "Tests/CouchJSTests"),
         .testTarget(
-            name: "TestServerConformanceTests", dependencies: ["CouchTestServer", "CouchQuery", "HTTPWire"],
+            name: "TestServerConformanceTests", dependencies: ["CouchTestServer", "CouchStore", "CouchQuery", "HTTPWire"],
             path: "Tests/TestServerConformanceTests"),
     ]
 )

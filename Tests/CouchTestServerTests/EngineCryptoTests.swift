@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+@testable import CouchStore
 @testable import CouchTestServer
 
 @Suite struct EngineCryptoTests {

@@ -4,6 +4,7 @@ import Foundation
 import HTTPWire
 import Testing
 
+@testable import CouchStore
 @testable import CouchTestServer
 
 /// `Content-Encoding: gzip` request bodies (CouchDB's `maybe_decompress`) and the shared inflater (CouchGzip).

@@ -3,6 +3,7 @@ import Foundation
 import HTTPWire
 import Testing
 
+@testable import CouchStore
 @testable import CouchTestServer
 
 /// Hostile design documents (they arrive by replication from any server) through the engine:

@@ -2,6 +2,7 @@ import CouchQuery
 import Foundation
 import Testing
 
+@testable import CouchStore
 @testable import CouchTestServer
 
 @Suite struct EnginePersistenceTests {

@@ -3,6 +3,7 @@ import Foundation
 import HTTPWire
 import Testing
 
+@testable import CouchStore
 @testable import CouchTestServer
 
 /// Differences from CouchDB 3.5 that other clients' test suites found (issue 25, item 5).

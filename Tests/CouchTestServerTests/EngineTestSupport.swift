@@ -2,6 +2,7 @@ import CouchQuery
 import Foundation
 import HTTPWire
 
+@testable import CouchStore
 @testable import CouchTestServer
 
 /// A response as engine tests look at it.

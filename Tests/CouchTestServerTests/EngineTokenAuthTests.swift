@@ -2,6 +2,7 @@ import CouchQuery
 import Foundation
 import Testing
 
+@testable import CouchStore
 @testable import CouchTestServer
 
 /// The IAM-style token endpoint, opaque bearer tokens and HS256 JWTs (CouchDB's `[jwt_auth]`).

@@ -3,6 +3,7 @@ import Foundation
 import HTTPWire
 import Testing
 
+@testable import CouchStore
 @testable import CouchTestServer
 
 /// Replays the recorded CouchDB transcripts straight against `CouchEngine.handle` (no HTTP) and compares

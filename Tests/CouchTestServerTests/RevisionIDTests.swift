@@ -2,6 +2,7 @@ import CouchQuery
 import Foundation
 import Testing
 
+@testable import CouchStore
 @testable import CouchTestServer
 
 /// The TestServer gives the revision ids CouchDB 3.5.0 gave for the same writes (recorded in

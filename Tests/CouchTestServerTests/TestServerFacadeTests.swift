@@ -3,6 +3,7 @@ import Foundation
 import HTTPWire
 import Testing
 
+@testable import CouchStore
 @testable import CouchTestServer
 
 @Suite("TestServer facade")

@@ -1,3 +1,4 @@
+@_exported import CouchStore
 import Foundation
 import HTTPWire
 
@@ -211,7 +212,7 @@ public final class TestServer: @unchecked Sendable {
     }
 
     /// The names of the server's nodes, as `_membership` lists them.
-    public var nodeNames: [String] { engine.cluster.nodeNames }
+    public var nodeNames: [String] { engine.nodeNames }
 
     /// Marks nodes down (names from ``nodeNames``; an empty set brings all up): a write whose
     /// shard has fewer than `w` copies up is answered 202 Accepted, with none up it fails.

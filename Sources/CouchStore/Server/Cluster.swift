@@ -110,6 +110,9 @@ final class ClusterState: @unchecked Sendable {
 }
 
 extension CouchEngine {
+    /// The names of the nodes, as `_membership` lists them.
+    public var nodeNames: [String] { cluster.nodeNames }
+
     /// Marks nodes down (names from `_membership`), or none with an empty set: writes to shards
     /// with fewer than `w` copies up are answered 202 Accepted, with no copy up they fail.
     public func markNodesDown(_ names: Set<String>) { cluster.setDown(names) }
