@@ -48,9 +48,11 @@ let package = Package(
             name: "SwiftCouchTests", dependencies: ["SwiftCouch", "SwiftCouchTesting", "CouchGzip"],
             path: "Tests/SwiftCouchTests"),
         .testTarget(
-            name: "EndToEndTests", dependencies: ["SwiftCouch", "CouchTestServer", "CouchStore"], path: "Tests/EndToEndTests"),
+            name: "EndToEndTests", dependencies: ["SwiftCouch", "CouchTestServer", "CouchStore"],
+            path: "Tests/EndToEndTests"),
         .testTarget(
-            name: "CouchTestServerTests", dependencies: ["CouchTestServer", "CouchStore", "CouchQuery", "HTTPWire", "CouchGzip"],
+            name: "CouchTestServerTests",
+            dependencies: ["CouchTestServer", "CouchStore", "CouchQuery", "HTTPWire", "CouchGzip"],
             path: "Tests/CouchTestServerTests"),
         // The Swift snippets of README.md and the DocC articles, compiled (never run).
         .testTarget(
@@ -58,7 +60,8 @@ let package = Package(
             path: "Tests/DocumentationSnippetTests"),
         .testTarget(name: "CouchJSTests", dependencies: ["CouchJS", "CouchQuery"], path: "Tests/CouchJSTests"),
         .testTarget(
-            name: "TestServerConformanceTests", dependencies: ["CouchTestServer", "CouchStore", "CouchQuery", "HTTPWire"],
+            name: "TestServerConformanceTests",
+            dependencies: ["CouchTestServer", "CouchStore", "CouchQuery", "HTTPWire"],
             path: "Tests/TestServerConformanceTests"),
     ]
 )
