@@ -175,6 +175,17 @@ extension JSON {
         }
     }
 
+    /// Parses one JSON value (RFC 8259) from `bytes`, allowing surrounding white space.
+    public static func parse(_ bytes: ArraySlice<UInt8>) throws -> JSON {
+        try bytes.withUnsafeBufferPointer { buffer in
+            var parser = JSONParser(bytes: buffer)
+            let value = try parser.parseValue(depth: 0)
+            parser.skipWhitespace()
+            guard parser.index == parser.bytes.count else { throw parser.error("unexpected data after the value") }
+            return value
+        }
+    }
+
     /// Parses one JSON value from a string.
     public static func parse(_ text: String) throws -> JSON {
         try parse(Data(text.utf8))

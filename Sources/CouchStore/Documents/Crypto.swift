@@ -403,7 +403,7 @@ enum Crypto {
 
     // MARK: CRC-32
 
-    private static let crcTable: [UInt32] = (0..<256).map { n -> UInt32 in
+    static let crcTable: [UInt32] = (0..<256).map { n -> UInt32 in
         var c = UInt32(n)
         for _ in 0..<8 { c = (c & 1) != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
         return c

@@ -46,12 +46,17 @@ final class Database: @unchecked Sendable {
     private(set) var delCount = 0
     /// Set once the database is deleted: waiting feeds stop.
     var isDeleted = false
-    var log: DatabaseLog?
+    /// The database's file; nil for a database kept in memory only.
+    var file: StoreFile?
+    /// Where each attachment's bytes are in `file`, by digest (each stored once).
+    var blobs: [String: StoredBlob] = [:]
+    /// Set when a write could not be made durable: later writes fail until the database is reopened.
+    private(set) var storageFailure: StoreFileError?
+
     /// Called (lock held) after each committed document write.
     var onCommit: (@Sendable () -> Void)?
     /// Called (lock held) with the id of each committed document write; must not block.
     var onDocumentCommit: (@Sendable (String) -> Void)?
-    private var loggedBlobs = Set<String>()
     private(set) var externalSize = 0
 
     static let defaultSecurity: JSON = ["members": ["roles": ["_admin"]], "admins": ["roles": ["_admin"]]]
@@ -173,7 +178,7 @@ final class Database: @unchecked Sendable {
 
     // MARK: - Committing (lock held)
 
-    private func countState(_ entry: DocEntry?) -> (live: Int, deleted: Int) {
+    func countState(_ entry: DocEntry?) -> (live: Int, deleted: Int) {
         guard let entry, let winner = entry.winner else { return (0, 0) }
         return winner.deleted ? (0, 1) : (1, 0)
     }
@@ -184,7 +189,11 @@ final class Database: @unchecked Sendable {
         var entry = before ?? DocEntry(id: id)
         for node in nodes {
             entry.nodes[node.rev] = node
-            if let body = node.body { externalSize += body.serialized.utf8.count }
+            switch node.storedBody {
+            case .inline(let body): externalSize += body.serialized.utf8.count
+            case .stored(_, _, _, let size): externalSize += size
+            case nil: break
+            }
         }
         if entry.nodes.count > revsLimit { entry.stem(limit: revsLimit) }
         entry.seq = seq
@@ -203,24 +212,17 @@ final class Database: @unchecked Sendable {
         }
     }
 
-    /// Commits new nodes for a document: a new sequence, durable log record, wake-up of feeds.
+    /// Commits new nodes for a document: a new sequence, a record in the database's file (durable
+    /// before the request is answered, see ``RequestScope``), wake-up of feeds.
     func commit(id: String, nodes: [RevNode]) throws(CouchError) {
         let seq = updateSeq + 1
-        if let log {
-            var records: [JSON] = []
-            for node in nodes {
-                for att in node.atts where !loggedBlobs.contains(att.digest) {
-                    records.append([
-                        "op": "blob", "d": .string(att.digest), "b": .string(att.data.base64EncodedString()),
-                    ])
-                    loggedBlobs.insert(att.digest)
-                }
-            }
-            records.append([
-                "op": "doc", "id": .string(id), "seq": .int(Int64(seq)), "add": .array(nodes.map(Database.encode)),
-            ])
-            try log.append(records)
+        var stored = nodes
+        if let file {
+            try checkWritable()
+            stored = storeNodes(id: id, seq: seq, nodes: nodes, in: file, blobs: &blobs)
+            try scheduleSync()
         }
+        let nodes = stored
         apply(id: id, nodes: nodes, seq: seq)
         feedReplica { $0.apply(id: id, nodes: nodes, seq: seq) }
         cond.broadcast()
@@ -228,23 +230,73 @@ final class Database: @unchecked Sendable {
         onDocumentCommit?(id)
     }
 
-    static func encode(_ node: RevNode) -> JSON {
-        .object([
-            ("r", .string(node.rev)), ("p", node.parent.map(JSON.string) ?? .null), ("d", .bool(node.deleted)),
-            ("b", node.body ?? .null),
-            (
-                "a",
-                .array(
-                    node.atts.map {
-                        [
-                            "n": .string($0.name), "ct": .string($0.contentType), "dg": .string($0.digest),
-                            "rp": .int(Int64($0.revpos)),
-                        ]
-                    })
-            ),
-        ])
+    /// Writes a document record (and any attachment not stored in `file` yet) to `file`; returns the
+    /// nodes with their bodies and attachments pointing into the file.
+    func storeNodes(
+        id: String, seq: Int, nodes: [RevNode], in file: StoreFile, blobs: inout [String: StoredBlob], full: Bool = false
+    ) -> [RevNode] {
+        var nodes = nodes
+        for n in nodes.indices {
+            for a in nodes[n].atts.indices {
+                let att = nodes[n].atts[a]
+                if let blob = blobs[att.digest], blob.file === file, blob.length == att.length {
+                    nodes[n].atts[a].bytes = .stored(blob)
+                    continue
+                }
+                let data = att.data
+                var chunks: [Int64] = []
+                var start = data.startIndex
+                repeat {
+                    let end = min(start + StoreFile.blobChunkSize, data.endIndex)
+                    chunks.append(
+                        file.append(.blob, DocumentRecord.blobChunk(digest: att.digest, bytes: data[start..<end])))
+                    start = end
+                } while start < data.endIndex
+                let blob = StoredBlob(file: file, chunks: chunks, length: data.count)
+                blobs[att.digest] = blob
+                nodes[n].atts[a].bytes = .stored(blob)
+            }
+        }
+        let (bytes, sizes) = DocumentRecord.encode(id: id, seq: seq, nodes: nodes, full: full)
+        let offset = file.append(.document, bytes)
+        for n in nodes.indices where nodes[n].hasBody {
+            nodes[n].storedBody = .stored(file, offset: offset, index: n, size: sizes[n])
+        }
+        return nodes
     }
 
+    private func checkWritable() throws(CouchError) {
+        if let storageFailure {
+            throw CouchError(500, "file_error", "the database file failed and must be reopened: \(storageFailure)")
+        }
+    }
+
+    /// Appends a JSON record (metadata, purge, `_local`, `_security`, limits) and schedules its sync.
+    private func appendRecord(_ record: JSON) throws(CouchError) {
+        guard let file else { return }
+        try checkWritable()
+        file.append(.json, Array(record.serialized.utf8))
+        try scheduleSync()
+    }
+
+    /// Makes the records written so far durable when the request ends, or now outside a request.
+    private func scheduleSync() throws(CouchError) {
+        if !RequestScope.noteDirty(self) { try syncFile() }
+    }
+
+    /// Makes every record written so far durable (one `fsync`); lock held.
+    func syncFile() throws(CouchError) {
+        guard let file, file.hasPending else { return }
+        do throws(StoreFileError) {
+            try file.sync()
+        } catch {
+            storageFailure = error
+            throw CouchError(
+                500, "file_error", "the write could not be made durable and its outcome is unknown: \(error)")
+        }
+    }
+
+    /// A revision node of the line-per-record log of earlier versions (read once, to convert it).
     static func decode(_ json: JSON, blobs: [String: Data]) -> RevNode? {
         guard let rev = json["r"]?.stringValue, let (pos, hash) = parseRev(rev) else { return nil }
         let atts: [Attachment] = (json["a"]?.arrayValue ?? []).compactMap { a in
@@ -258,8 +310,6 @@ final class Database: @unchecked Sendable {
             pos: pos, hash: hash, parent: json["p"]?.stringValue, deleted: json["d"]?.boolValue ?? false,
             body: body, atts: atts)
     }
-
-    func noteBlobLogged(_ digest: String) { loggedBlobs.insert(digest) }
 
     // MARK: - Updates (lock held)
 
@@ -352,9 +402,7 @@ final class Database: @unchecked Sendable {
         let leafRevs = Set(entry.leaves.map(\.rev))
         let purged = revs.filter { leafRevs.contains($0) }
         if purged.isEmpty { return [] }
-        if let log {
-            try log.append([["op": "purge", "id": .string(id), "revs": .array(purged.map(JSON.string))]])
-        }
+        try appendRecord(["op": "purge", "id": .string(id), "revs": .array(purged.map(JSON.string))])
         applyPurge(id: id, revs: purged)
         feedReplica { $0.applyPurge(id: id, revs: purged) }
         cond.broadcast()
@@ -391,30 +439,28 @@ final class Database: @unchecked Sendable {
     // MARK: - Local documents and metadata (lock held)
 
     func putLocal(id: String, doc: LocalDoc?) throws(CouchError) {
-        if let log {
-            if let doc {
-                try log.append([["op": "local", "id": .string(id), "rev": .int(Int64(doc.rev)), "b": doc.body]])
-            } else {
-                try log.append([["op": "localdel", "id": .string(id)]])
-            }
+        if let doc {
+            try appendRecord(["op": "local", "id": .string(id), "rev": .int(Int64(doc.rev)), "b": doc.body])
+        } else {
+            try appendRecord(["op": "localdel", "id": .string(id)])
         }
         local[id] = doc
         feedReplica { $0.local[id] = doc }
     }
 
     func setSecurity(_ value: JSON) throws(CouchError) {
-        if let log { try log.append([["op": "sec", "v": value]]) }
+        try appendRecord(["op": "sec", "v": value])
         security = value
         feedReplica { $0.security = value }
     }
 
     func setRevsLimit(_ value: Int) throws(CouchError) {
-        if let log { try log.append([["op": "revs_limit", "v": .int(Int64(value))]]) }
+        try appendRecord(["op": "revs_limit", "v": .int(Int64(value))])
         revsLimit = value
     }
 
     func setPurgedInfosLimit(_ value: Int) throws(CouchError) {
-        if let log { try log.append([["op": "purged_infos_limit", "v": .int(Int64(value))]]) }
+        try appendRecord(["op": "purged_infos_limit", "v": .int(Int64(value))])
         purgedInfosLimit = value
     }
 
@@ -483,10 +529,113 @@ final class Database: @unchecked Sendable {
 
     /// Compaction, as CouchDB's: the bodies and attachments of revisions that are not leaves are
     /// dropped (their ids stay in the tree), so reading an old revision is then 404 `missing`.
+    ///
+    /// A database with a file is compacted into a new file that replaces it, so the file shrinks:
+    /// the live state is copied without the lock (reads and writes go on), then, with the lock, the
+    /// documents changed meanwhile are copied too and the new file is swapped in (renamed over the
+    /// old one after an `fsync`, so a crash leaves either file whole). Call without the lock.
     func compact() throws(CouchError) {
-        if let log { try log.append([["op": "compact"]]) }
-        applyCompaction()
-        feedReplica { $0.applyCompaction() }
+        let file: StoreFile? = withLock { self.file }
+        guard let file else {
+            withLock {
+                applyCompaction()
+                feedReplica { $0.applyCompaction() }
+            }
+            return
+        }
+        let url = file.url
+        let tmp = url.appendingPathExtension("compact")
+        try? FileManager.default.removeItem(at: tmp)
+        do {
+            let target = try StoreFile.create(at: tmp)
+            var newBlobs: [String: StoredBlob] = [:]
+            var written: [String: (seq: Int, nodes: [RevNode])] = [:]
+            let (snapshot, meta): ([String: DocEntry], JSON) = try withLock { () throws(CouchError) in
+                try syncFile()
+                return (docs, metaRecord)
+            }
+            target.append(.json, Array(meta.serialized.utf8))
+            for (id, entry) in snapshot {
+                let nodes = Self.compacted(entry)
+                written[id] = (entry.seq, storeNodes(id: id, seq: entry.seq, nodes: nodes, in: target, blobs: &newBlobs, full: true))
+                if target.size - target.committedEnd > 8 << 20 { try target.sync() }
+            }
+            try target.sync()
+            try withLock { () throws(Error) in
+                try syncFile()
+                // Catch up with what changed since the copy began.
+                for (id, entry) in docs where written[id]?.seq != entry.seq {
+                    written[id] = (entry.seq, storeNodes(id: id, seq: entry.seq, nodes: Self.compacted(entry), in: target, blobs: &newBlobs, full: true))
+                }
+                for id in written.keys where docs[id] == nil {
+                    target.append(.json, Array(JSON.object([("op", "forget"), ("id", .string(id))]).serialized.utf8))
+                    written[id] = nil
+                }
+                for (id, doc) in local {
+                    target.append(.json, Array(JSON.object([("op", "local"), ("id", .string(id)), ("rev", .int(Int64(doc.rev))), ("b", doc.body)]).serialized.utf8))
+                }
+                for record in stateRecords { target.append(.json, Array(record.serialized.utf8)) }
+                try target.sync()
+                guard rename(tmp.path, url.path) == 0 else {
+                    throw StoreFileError(description: "could not replace \(url.lastPathComponent) by its compacted copy")
+                }
+                try StoreFile.syncDirectory(of: url)
+                // Swap: every document now points into the new file.
+                var size = 0
+                for (id, entry) in written {
+                    guard var current = docs[id] else { continue }
+                    current.nodes = Dictionary(uniqueKeysWithValues: entry.nodes.map { ($0.rev, $0) })
+                    docs[id] = current
+                    for node in entry.nodes {
+                        if case .stored(_, _, _, let s) = node.storedBody { size += s }
+                    }
+                }
+                externalSize = size
+                self.file = target
+                blobs = newBlobs
+                file.close()
+            }
+        } catch let error as CouchError {
+            try? FileManager.default.removeItem(at: tmp)
+            throw error
+        } catch {
+            try? FileManager.default.removeItem(at: tmp)
+            throw CouchError(500, "file_error", "compaction failed: \(error)")
+        }
+    }
+
+    /// A document's tree with the bodies and attachments of non-leaf revisions dropped.
+    static func compacted(_ entry: DocEntry) -> [RevNode] {
+        let leaves = Set(entry.leaves.map(\.rev))
+        return entry.nodes.values.map { node in
+            var node = node
+            if !leaves.contains(node.rev) {
+                node.storedBody = nil
+                node.atts = []
+            }
+            return node
+        }
+    }
+
+    /// The first record of a database's file.
+    var metaRecord: JSON {
+        [
+            "op": "meta", "name": .string(name), "created": .int(Int64(instanceStartTime)),
+            "partitioned": .bool(partitioned), "q": .int(Int64(q)), "n": .int(Int64(n)),
+        ]
+    }
+
+    /// What a compacted file records besides documents: sequences, shard logs, settings (lock held).
+    var stateRecords: [JSON] {
+        [
+            [
+                "op": "state", "update_seq": .int(Int64(updateSeq)), "purge_seq": .int(Int64(purgeSeq)),
+                "shards": .array(shardLogs.map { .array($0.map { .int(Int64($0)) }) }),
+            ],
+            ["op": "sec", "v": security],
+            ["op": "revs_limit", "v": .int(Int64(revsLimit))],
+            ["op": "purged_infos_limit", "v": .int(Int64(purgedInfosLimit))],
+        ]
     }
 
     func applyCompaction() {
@@ -494,7 +643,7 @@ final class Database: @unchecked Sendable {
             var compacted = entry
             let leaves = Set(entry.leaves.map(\.rev))
             var changed = false
-            for (rev, node) in entry.nodes where !leaves.contains(rev) && (node.body != nil || !node.atts.isEmpty) {
+            for (rev, node) in entry.nodes where !leaves.contains(rev) && (node.hasBody || !node.atts.isEmpty) {
                 compacted.nodes[rev]?.body = nil
                 compacted.nodes[rev]?.atts = []
                 changed = true
@@ -503,7 +652,61 @@ final class Database: @unchecked Sendable {
         }
     }
 
-    /// Replays one log record.
+    /// Called once every record of the file was read back.
+    func finishLoading() {
+        if zip(seqLog, seqLog.dropFirst()).contains(where: { $0.seq > $1.seq }) { seqLog.sort { $0.seq < $1.seq } }
+    }
+
+    /// Reads back one record of the database's file (opening it).
+    func replay(offset: Int64, kind: StoreRecordKind, payload: ArraySlice<UInt8>, file: StoreFile) throws {
+        switch kind {
+        case .document:
+            let head = try DocumentRecord.head(payload)
+            guard let id = head["id"]?.stringValue, let seq = head["seq"]?.intValue else {
+                throw StoreFileError(description: "a document record without id or sequence at \(offset)")
+            }
+            let nodes = DocumentRecord.nodes(fromHead: head, file: file, offset: offset)
+            if head["full"]?.boolValue == true, let before = docs[id] {
+                var cleared = before
+                cleared.nodes = [:]
+                docs[id] = cleared
+                let a = countState(before)
+                docCount -= a.live
+                delCount -= a.deleted
+            }
+            for node in nodes {
+                for att in node.atts { if case .stored(let blob) = att.bytes { blobs[att.digest] = blob } }
+            }
+            apply(id: id, nodes: nodes, seq: Int(seq))
+        case .json:
+            let record = try JSON.parse(payload)
+            switch record["op"]?.stringValue {
+            case "meta":
+                break
+            case "state":
+                if let u = record["update_seq"]?.intValue { updateSeq = Int(u) }
+                if let p = record["purge_seq"]?.intValue { purgeSeq = Int(p) }
+                if let shards = record["shards"]?.arrayValue, shards.count == shardLogs.count {
+                    shardLogs = shards.map { ($0.arrayValue ?? []).compactMap { $0.intValue.map(Int.init) } }
+                }
+            case "forget":
+                if let id = record["id"]?.stringValue, let before = docs.removeValue(forKey: id) {
+                    let a = countState(before)
+                    docCount -= a.live
+                    delCount -= a.deleted
+                    designIDs.remove(id)
+                    sortedIDCache = nil
+                }
+            default:
+                var none: [String: Data] = [:]
+                replay(record, blobs: &none)
+            }
+        case .blob, .commit:
+            break
+        }
+    }
+
+    /// Replays one record of the line-per-record log of earlier versions (converting it).
     func replay(_ record: JSON, blobs: inout [String: Data]) {
         switch record["op"]?.stringValue {
         case "compact":
@@ -511,7 +714,6 @@ final class Database: @unchecked Sendable {
         case "blob":
             if let d = record["d"]?.stringValue, let b = record["b"]?.stringValue, let data = Data(base64Encoded: b) {
                 blobs[d] = data
-                loggedBlobs.insert(d)
             }
         case "doc":
             guard let id = record["id"]?.stringValue, let seq = record["seq"]?.intValue else { return }

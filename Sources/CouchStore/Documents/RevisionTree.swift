@@ -2,7 +2,7 @@ import CouchQuery
 import CouchGzip
 import Foundation
 
-/// One attachment as stored with a revision. The bytes are kept whole and binary safe.
+/// One attachment as stored with a revision: its bytes in memory, or chunks of the database's file.
 struct Attachment: Sendable {
     var name: String
     var contentType: String
@@ -10,26 +10,43 @@ struct Attachment: Sendable {
     var digest: String
     /// The revision generation that added this version of the attachment.
     var revpos: Int
-    var data: Data
-    /// The gzip bytes CouchDB stores for compressible types (the digest is their MD5), nil otherwise.
-    var encoded: Data?
+    /// The bytes, in memory or stored.
+    var bytes: AttachmentBytes
+    /// The length of the bytes (decoded).
+    var length: Int
 
-    var length: Int { data.count }
+    /// The bytes, read from the database's file when they are stored there (a read failure is
+    /// reported to the request in progress, see ``RequestScope``, and gives empty bytes).
+    var data: Data { bytes.load() }
+
+    /// The gzip bytes CouchDB stores for compressible types (the digest is their MD5), nil otherwise.
+    var encoded: Data? { isCompressible ? ZlibCompatibleGzip.compress(data) : nil }
 
     /// A new attachment: compressible types are gzip-encoded and digested as CouchDB stores them.
     init(name: String, contentType: String, revpos: Int, data: Data, digest: String? = nil) {
         self.name = name
         self.contentType = contentType
         self.revpos = revpos
-        self.data = data
+        self.bytes = .inline(data)
+        self.length = data.count
         self.digest = ""
-        if isCompressible {
-            let gz = ZlibCompatibleGzip.compress(data)
-            encoded = gz
-            self.digest = digest ?? "md5-" + Crypto.md5(gz).base64EncodedString()
+        if let digest {
+            self.digest = digest
+        } else if isCompressible {
+            self.digest = "md5-" + Crypto.md5(ZlibCompatibleGzip.compress(data)).base64EncodedString()
         } else {
-            self.digest = digest ?? "md5-" + Crypto.md5(data).base64EncodedString()
+            self.digest = "md5-" + Crypto.md5(data).base64EncodedString()
         }
+    }
+
+    /// An attachment whose bytes are already stored (read back from a database's file).
+    init(name: String, contentType: String, revpos: Int, digest: String, length: Int, bytes: AttachmentBytes) {
+        self.name = name
+        self.contentType = contentType
+        self.revpos = revpos
+        self.digest = digest
+        self.length = length
+        self.bytes = bytes
     }
 
     /// Whether CouchDB stores this content type gzip-compressed (`[attachments] compressible_types`).
@@ -41,6 +58,70 @@ struct Attachment: Sendable {
     }
 }
 
+/// Where an attachment's bytes are.
+enum AttachmentBytes: Sendable {
+    case inline(Data)
+    case stored(StoredBlob)
+
+    func load() -> Data {
+        switch self {
+        case .inline(let data): return data
+        case .stored(let blob):
+            do throws(StoreFileError) {
+                return try blob.read()
+            } catch {
+                RequestScope.reportReadFailure(error)
+                return Data()
+            }
+        }
+    }
+}
+
+/// An attachment's bytes in a database's file: the chunk records, in order.
+struct StoredBlob: Sendable {
+    let file: StoreFile
+    let chunks: [Int64]
+    let length: Int
+
+    func read() throws(StoreFileError) -> Data {
+        var out = Data()
+        out.reserveCapacity(length)
+        for offset in chunks {
+            let (kind, payload) = try file.read(at: offset)
+            guard kind == .blob, let digestLength = payload.first, payload.count > Int(digestLength) else {
+                throw StoreFileError(description: "\(file.url.lastPathComponent): no attachment chunk at \(offset)")
+            }
+            out.append(contentsOf: payload.dropFirst(1 + Int(digestLength)))
+        }
+        guard out.count == length else {
+            throw StoreFileError(
+                description: "\(file.url.lastPathComponent): an attachment of \(length) bytes read as \(out.count)")
+        }
+        return out
+    }
+}
+
+/// Where a revision's body is: in memory, or in a document record of the database's file.
+enum StoredBody: Sendable {
+    case inline(JSON)
+    /// The record at `offset`, the `index`th body in it; `size` is its serialised length.
+    case stored(StoreFile, offset: Int64, index: Int, size: Int)
+
+    func load() -> JSON? {
+        switch self {
+        case .inline(let json): return json
+        case .stored(let file, let offset, let index, _):
+            do {
+                return try DocumentRecord.body(in: file, at: offset, index: index)
+            } catch {
+                RequestScope.reportReadFailure(
+                    error as? StoreFileError ?? StoreFileError(description: "a stored body does not parse: \(error)"))
+                return nil
+            }
+        }
+    }
+}
+
 /// One revision in a document's revision tree.
 struct RevNode: Sendable {
     var pos: Int
@@ -48,10 +129,38 @@ struct RevNode: Sendable {
     /// The parent revision (`N-hash`), nil for a root (or a stemmed branch start).
     var parent: String?
     var deleted: Bool
-    /// The document's own members (no `_id`, `_rev`, `_attachments`, `_deleted`); nil when only the
-    /// revision id is known (ancestors received through replication, or purged bodies).
-    var body: JSON?
+    /// Where the body is; nil when only the revision id is known.
+    var storedBody: StoredBody?
     var atts: [Attachment]
+
+    /// The document's own members (no `_id`, `_rev`, `_attachments`, `_deleted`); nil when only the
+    /// revision id is known (ancestors received through replication, or bodies dropped by compaction).
+    /// A stored body is read from the database's file.
+    var body: JSON? {
+        get { storedBody?.load() }
+        set { storedBody = newValue.map(StoredBody.inline) }
+    }
+
+    /// Whether the body is known, without reading it.
+    var hasBody: Bool { storedBody != nil }
+
+    init(pos: Int, hash: String, parent: String?, deleted: Bool, body: JSON?, atts: [Attachment]) {
+        self.pos = pos
+        self.hash = hash
+        self.parent = parent
+        self.deleted = deleted
+        self.storedBody = body.map(StoredBody.inline)
+        self.atts = atts
+    }
+
+    init(pos: Int, hash: String, parent: String?, deleted: Bool, storedBody: StoredBody?, atts: [Attachment]) {
+        self.pos = pos
+        self.hash = hash
+        self.parent = parent
+        self.deleted = deleted
+        self.storedBody = storedBody
+        self.atts = atts
+    }
 
     var rev: String { "\(pos)-\(hash)" }
 }

@@ -118,7 +118,7 @@ extension CouchEngine {
                 }
                 guard let rev else { return [["ok": renderDocument(entry, winner, opts)]] }
                 guard parseRev(rev) != nil else { return [error(.string(rev), "Invalid rev format", "bad_request")] }
-                guard let node = entry.nodes[rev], node.body != nil || node.deleted else {
+                guard let node = entry.nodes[rev], node.hasBody || node.deleted else {
                     return [error(.string(rev), "missing", "not_found")]
                 }
                 if latest {

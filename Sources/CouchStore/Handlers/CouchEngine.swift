@@ -67,6 +67,8 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
     private let dataDirectory: DataDirectory?
     private let stateLock = NSLock()
     private var databases: [String: Database] = [:]
+    /// Databases whose files could not be opened (damage in the middle), with what was found.
+    private var damagedDatabases: [String: String] = [:]
     private var closed = false
 
     /// Creates the engine; with `options.dataDirectory` set, loads every database kept there.
@@ -105,26 +107,29 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
     }
 
     private func loadDatabases(_ dir: DataDirectory) throws {
-        for file in dir.logFiles() {
-            let records = DatabaseLog.records(at: file)
-            guard let meta = records.first, meta["op"]?.stringValue == "meta", let name = meta["name"]?.stringValue
-            else {
+        for url in try dir.databaseFiles() {
+            let db: Database
+            do {
+                db = try Database.open(at: url)
+            } catch {
+                // A damaged file: its database answers 500 with what was found (see `database(named:)`).
+                if let name = DataDirectory.databaseName(of: url) { damagedDatabases[name] = "\(error)" }
                 continue
             }
-            let db = Database(
-                name: name, instanceStartTime: Int(meta["created"]?.intValue ?? 0),
-                partitioned: meta["partitioned"]?.boolValue ?? false, q: Int(meta["q"]?.intValue ?? 2),
-                n: Int(meta["n"]?.intValue ?? 1))
-            var blobs: [String: Data] = [:]
-            for record in records.dropFirst() { db.replay(record, blobs: &blobs) }
-            db.log = try DatabaseLog(url: file)
             attachNotifier(db)
-            databases[name] = db
-            if name == "_global_changes" { node.globalChangesDatabase(exists: true) }
+            databases[db.name] = db
+            if db.name == "_global_changes" { node.globalChangesDatabase(exists: true) }
         }
     }
 
     // MARK: - Databases
+
+    /// What was found wrong with a database's file when it could not be opened.
+    func damageOfDatabase(named name: String) -> String? {
+        stateLock.lock()
+        defer { stateLock.unlock() }
+        return damagedDatabases[name]
+    }
 
     func database(named name: String) -> Database? {
         stateLock.lock()
@@ -220,27 +225,23 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
             return .failure(
                 CouchError(412, "file_exists", "The database could not be created, the file already exists."))
         }
-        let db = Database(name: name, instanceStartTime: Int(clock.now), partitioned: partitioned, q: q, n: n)
+        if damagedDatabases[name] != nil {
+            return .failure(
+                CouchError(412, "file_exists", "The database could not be created, the file already exists."))
+        }
+        var db = Database(name: name, instanceStartTime: Int(clock.now), partitioned: partitioned, q: q, n: n)
         if let dir = dataDirectory {
-            do {
-                let url = dir.logURL(for: name)
-                if FileManager.default.fileExists(atPath: url.path) {
-                    // Another engine on this directory owns it.
-                    return .failure(
-                        CouchError(412, "file_exists", "The database could not be created, the file already exists."))
-                }
-                let log = try DatabaseLog(url: url)
-                try log.append([
-                    [
-                        "op": "meta", "name": .string(name), "created": .int(Int64(db.instanceStartTime)),
-                        "partitioned": .bool(partitioned), "q": .int(Int64(q)), "n": .int(Int64(n)),
-                    ]
-                ])
-                db.log = log
-            } catch let e as CouchError {
-                return .failure(e)
+            let url = dir.fileURL(for: name)
+            if FileManager.default.fileExists(atPath: url.path) {
+                // Another engine on this directory owns it.
+                return .failure(
+                    CouchError(412, "file_exists", "The database could not be created, the file already exists."))
+            }
+            do throws(CouchError) {
+                db = try Database.create(
+                    at: url, name: name, instanceStartTime: db.instanceStartTime, partitioned: partitioned, q: q, n: n)
             } catch {
-                return .failure(CouchError(500, "file_error", "\(error)"))
+                return .failure(error)
             }
         }
         databases[name] = db
@@ -254,8 +255,12 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
         guard let db else { return false }
         db.withLock {
             db.isDeleted = true
-            db.log?.remove()
-            db.log = nil
+            if let file = db.file {
+                file.close()
+                try? FileManager.default.removeItem(at: file.url)
+                try? StoreFile.syncDirectory(of: file.url)
+            }
+            db.file = nil
             db.cond.broadcast()
         }
         if name == "_global_changes" { node.globalChangesDatabase(exists: false) }
@@ -283,11 +288,23 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
             return Reply.error(error)
         }
         let ctx = RequestContext(request: request, segments: request.pathSegments, user: user)
-        var response: ServerResponse
-        do {
-            response = try route(ctx)
-        } catch {
-            response = Reply.error(error)
+        var (response, scope): (ServerResponse, RequestScope) = RequestScope.run { () -> ServerResponse in
+            do throws(CouchError) {
+                return try route(ctx)
+            } catch {
+                return Reply.error(error)
+            }
+        }
+        // One durable sync per database written, before the answer: a write acknowledged is on disk.
+        for db in scope.dirty {
+            do throws(CouchError) {
+                try db.withLock { () throws(CouchError) in try db.syncFile() }
+            } catch {
+                response = Reply.error(error)
+            }
+        }
+        if let failure = scope.readFailure {
+            response = Reply.error(CouchError(500, "file_error", "a stored document could not be read: \(failure)"))
         }
         if let refresh, !response.headers.contains("Set-Cookie") {
             response.headers.add("Set-Cookie", refresh)
@@ -333,7 +350,8 @@ public final class CouchEngine: RequestHandler, @unchecked Sendable {
         stateLock.unlock()
         for db in all {
             db.withLock {
-                db.log?.close()
+                try? db.syncFile()
+                db.file?.close()
                 db.cond.broadcast()
             }
         }

@@ -256,7 +256,7 @@ extension CouchEngine {
         if opts.revsInfo {
             let path = entry.path(to: node.rev)
             let infos: [JSON] = path.map { n in
-                let status = n.deleted ? "deleted" : (n.body == nil ? "missing" : "available")
+                let status = n.deleted ? "deleted" : (!n.hasBody ? "missing" : "available")
                 return ["rev": .string(n.rev), "status": .string(status)]
             }
             pairs.append(("_revs_info", .array(infos)))
@@ -340,7 +340,7 @@ extension CouchEngine {
         let (entry, node): (DocEntry, RevNode) = try db.withLock { () throws(CouchError) -> (DocEntry, RevNode) in
             guard let entry = db.docs[id], let winner = entry.winner else { throw CouchError.notFound("missing") }
             if let rev {
-                guard let node = entry.nodes[rev], node.body != nil || node.deleted else {
+                guard let node = entry.nodes[rev], node.hasBody || node.deleted else {
                     throw CouchError.notFound("missing")
                 }
                 if request.flag("latest"), let leaf = latestLeaf(entry, rev) { return (entry, leaf) }
@@ -399,7 +399,7 @@ extension CouchEngine {
                     let leaves = entry.sortedLeaves.filter { leaf in entry.path(to: leaf.rev).contains { $0.rev == rev }
                     }
                     for leaf in leaves { out.append((["ok": renderDocument(entry, leaf, opts)], leaf)) }
-                } else if let node = entry.nodes[rev], node.body != nil || node.deleted {
+                } else if let node = entry.nodes[rev], node.hasBody || node.deleted {
                     out.append((["ok": renderDocument(entry, node, opts)], node))
                 } else {
                     out.append((["missing": .string(rev)], nil))

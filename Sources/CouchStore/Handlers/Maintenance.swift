@@ -82,10 +82,8 @@ extension CouchEngine {
         // As CouchDB: accepted at once, run in the background (`compact_running` meanwhile).
         db.withLock { db.compactionRunning = true }
         DispatchQueue.global().asyncAfter(deadline: .now() + Self.compactionDuration) {
-            db.withLock {
-                try? db.compact()
-                db.compactionRunning = false
-            }
+            try? db.compact()
+            db.withLock { db.compactionRunning = false }
         }
         return Reply.json(202, Reply.ok)
     }

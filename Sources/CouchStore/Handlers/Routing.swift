@@ -232,7 +232,12 @@ extension CouchEngine {
 
     /// Opens a database and checks that the user may read it.
     func openDatabase(_ name: String, _ ctx: RequestContext) throws(CouchError) -> Database {
-        guard let db = database(named: name) else { throw CouchError.dbNotFound }
+        guard let db = database(named: name) else {
+            if let damage = damageOfDatabase(named: name) {
+                throw CouchError(500, "file_error", "the database file is damaged: \(damage)")
+            }
+            throw CouchError.dbNotFound
+        }
         try checkMember(db, ctx.user)
         return db
     }
@@ -287,7 +292,7 @@ extension CouchEngine {
                 (
                     "sizes",
                     [
-                        "file": .int(Int64(16700 + external * 2)), "external": .int(Int64(external)),
+                        "file": .int(db.file?.size ?? Int64(16700 + external * 2)), "external": .int(Int64(external)),
                         "active": .int(Int64(db.docCount == 0 && db.delCount == 0 ? 0 : db.activeSize)),
                     ]
                 ),

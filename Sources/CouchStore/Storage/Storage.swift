@@ -1,88 +1,42 @@
 import CouchQuery
 import Foundation
 
-/// An append-only log of one database's committed changes (one JSON record per line), made durable
-/// (`fsync`) before the write that produced it is answered. Replayed when the engine starts.
-final class DatabaseLog: @unchecked Sendable {
-    // Safe: only used while the owning database's lock is held (and by the engine during start-up).
-    let url: URL
-    private var handle: FileHandle?
-
-    init(url: URL) throws {
-        self.url = url
-        if !FileManager.default.fileExists(atPath: url.path) {
-            guard FileManager.default.createFile(atPath: url.path, contents: nil) else {
-                throw CouchError(500, "file_error", "could not create \(url.path)")
-            }
-        }
-        handle = try FileHandle(forWritingTo: url)
-        try handle?.seekToEnd()
-    }
-
-    /// Appends records and waits until they are on disk.
-    func append(_ records: [JSON]) throws(CouchError) {
-        guard let handle else { throw CouchError(500, "file_error", "database log is closed") }
-        var text = ""
-        for record in records {
-            record.write(to: &text)
-            text += "\n"
-        }
-        do {
-            try handle.write(contentsOf: Data(text.utf8))
-            try handle.synchronize()
-        } catch {
-            throw CouchError(500, "file_error", "could not write \(url.lastPathComponent): \(error)")
-        }
-    }
-
-    func close() {
-        try? handle?.close()
-        handle = nil
-    }
-
-    /// Closes the log and removes its file (database deleted).
-    func remove() {
-        close()
-        try? FileManager.default.removeItem(at: url)
-    }
-
-    /// Every complete record in a log file; a torn last line (crash during a write) is skipped.
-    static func records(at url: URL) -> [JSON] {
-        guard let data = try? Data(contentsOf: url) else { return [] }
-        var out: [JSON] = []
-        var start = data.startIndex
-        while start < data.endIndex {
-            guard let newline = data[start...].firstIndex(of: 0x0A) else { break }
-            if let record = try? JSON.parse(data[start..<newline]) { out.append(record) }
-            start = data.index(after: newline)
-        }
-        return out
-    }
-
-    static func fileName(for database: String) -> String {
-        Crypto.hex(Data(database.utf8)) + ".couchlog"
-    }
-}
-
-/// The data directory layout: `server.json` (server uuid and cookie secret) and `dbs/*.couchlog`.
+/// The data directory layout: `server.json` (server uuid and cookie secret) and `dbs/<hex name>.couch`,
+/// one ``StoreFile`` per database.
 struct DataDirectory {
     let root: URL
 
     var databasesFolder: URL { root.appendingPathComponent("dbs", isDirectory: true) }
     var serverFile: URL { root.appendingPathComponent("server.json") }
 
+    static let fileExtension = "couch"
+
     func prepare() throws {
         try FileManager.default.createDirectory(at: databasesFolder, withIntermediateDirectories: true)
     }
 
-    func logURL(for database: String) -> URL {
-        databasesFolder.appendingPathComponent(DatabaseLog.fileName(for: database))
+    func fileURL(for database: String) -> URL {
+        databasesFolder.appendingPathComponent(Crypto.hex(Data(database.utf8)) + "." + Self.fileExtension)
     }
 
-    func logFiles() -> [URL] {
+    /// The database files, after removing what an interrupted compaction left behind and converting
+    /// logs of earlier versions.
+    func databaseFiles() throws -> [URL] {
         let files =
             (try? FileManager.default.contentsOfDirectory(at: databasesFolder, includingPropertiesForKeys: nil)) ?? []
-        return files.filter { $0.pathExtension == "couchlog" }.sorted { $0.path < $1.path }
+        for file in files where file.pathExtension == "compact" { try? FileManager.default.removeItem(at: file) }
+        for file in files where file.pathExtension == "couchlog" {
+            try LegacyLog.convert(file, to: file.deletingPathExtension().appendingPathExtension(Self.fileExtension))
+        }
+        let now =
+            (try? FileManager.default.contentsOfDirectory(at: databasesFolder, includingPropertiesForKeys: nil)) ?? []
+        return now.filter { $0.pathExtension == Self.fileExtension }.sorted { $0.path < $1.path }
+    }
+
+    /// The database name a file is for (its name is the name's bytes in hex).
+    static func databaseName(of url: URL) -> String? {
+        guard let bytes = Crypto.fromHex(url.deletingPathExtension().lastPathComponent) else { return nil }
+        return String(data: bytes, encoding: .utf8)
     }
 
     func readServerState() -> JSON? {
@@ -98,5 +52,111 @@ struct DataDirectory {
         } else {
             try FileManager.default.moveItem(at: tmp, to: serverFile)
         }
+    }
+}
+
+extension Database {
+    /// Creates a database and its file (which must not exist yet).
+    static func create(
+        at url: URL, name: String, instanceStartTime: Int, partitioned: Bool, q: Int, n: Int
+    ) throws(CouchError) -> Database {
+        let db = Database(name: name, instanceStartTime: instanceStartTime, partitioned: partitioned, q: q, n: n)
+        do throws(StoreFileError) {
+            let file = try StoreFile.create(at: url)
+            file.append(.json, Array(db.metaRecord.serialized.utf8))
+            try file.sync()
+            db.file = file
+        } catch {
+            try? FileManager.default.removeItem(at: url)
+            throw CouchError(500, "file_error", "could not create the database file: \(error)")
+        }
+        return db
+    }
+
+    /// Opens a database file: every committed record is read back (bodies and attachments stay on
+    /// disk); a torn end is cut off; damage in the middle throws.
+    static func open(at url: URL) throws -> Database {
+        var db: Database?
+        let file = try StoreFile.open(at: url) { file, offset, kind, payload in
+            if let db {
+                try db.replay(offset: offset, kind: kind, payload: payload, file: file)
+                return
+            }
+            guard kind == .json, let meta = try? JSON.parse(payload), meta["op"]?.stringValue == "meta",
+                let name = meta["name"]?.stringValue
+            else {
+                throw StoreFileError(description: "\(url.lastPathComponent) does not begin with a database record")
+            }
+            db = Database(
+                name: name, instanceStartTime: Int(meta["created"]?.intValue ?? 0),
+                partitioned: meta["partitioned"]?.boolValue ?? false, q: Int(meta["q"]?.intValue ?? 2),
+                n: Int(meta["n"]?.intValue ?? 1))
+        }
+        guard let db else {
+            file.close()
+            throw StoreFileError(description: "\(url.lastPathComponent) holds no committed database record")
+        }
+        db.file = file
+        db.finishLoading()
+        return db
+    }
+
+    /// Writes every document, `_local` document and setting into `target` (converting a legacy log).
+    func writeEverything(into target: StoreFile) {
+        target.append(.json, Array(metaRecord.serialized.utf8))
+        var newBlobs: [String: StoredBlob] = [:]
+        for (id, entry) in docs {
+            _ = storeNodes(
+                id: id, seq: entry.seq, nodes: Array(entry.nodes.values), in: target, blobs: &newBlobs, full: true)
+        }
+        for (id, doc) in local {
+            target.append(
+                .json,
+                Array(
+                    JSON.object([("op", "local"), ("id", .string(id)), ("rev", .int(Int64(doc.rev))), ("b", doc.body)])
+                        .serialized.utf8))
+        }
+        for record in stateRecords { target.append(.json, Array(record.serialized.utf8)) }
+    }
+}
+
+/// The line-per-record JSON log of earlier versions: read once and converted to a ``StoreFile``.
+enum LegacyLog {
+    static func convert(_ url: URL, to newURL: URL) throws {
+        let records = self.records(at: url)
+        guard let meta = records.first, meta["op"]?.stringValue == "meta", let name = meta["name"]?.stringValue else {
+            return
+        }
+        let db = Database(
+            name: name, instanceStartTime: Int(meta["created"]?.intValue ?? 0),
+            partitioned: meta["partitioned"]?.boolValue ?? false, q: Int(meta["q"]?.intValue ?? 2),
+            n: Int(meta["n"]?.intValue ?? 1))
+        var blobs: [String: Data] = [:]
+        for record in records.dropFirst() { db.replay(record, blobs: &blobs) }
+        try? FileManager.default.removeItem(at: newURL)
+        let tmp = newURL.appendingPathExtension("compact")
+        try? FileManager.default.removeItem(at: tmp)
+        let target = try StoreFile.create(at: tmp)
+        db.writeEverything(into: target)
+        try target.sync()
+        target.close()
+        guard rename(tmp.path, newURL.path) == 0 else {
+            throw StoreFileError(description: "could not convert \(url.lastPathComponent)")
+        }
+        try FileManager.default.removeItem(at: url)
+        try StoreFile.syncDirectory(of: newURL)
+    }
+
+    /// Every complete record in a log file; a torn last line (crash during a write) is skipped.
+    static func records(at url: URL) -> [JSON] {
+        guard let data = try? Data(contentsOf: url) else { return [] }
+        var out: [JSON] = []
+        var start = data.startIndex
+        while start < data.endIndex {
+            guard let newline = data[start...].firstIndex(of: 0x0A) else { break }
+            if let record = try? JSON.parse(data[start..<newline]) { out.append(record) }
+            start = data.index(after: newline)
+        }
+        return out
     }
 }

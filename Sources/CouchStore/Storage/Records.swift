@@ -1,0 +1,145 @@
+import CouchQuery
+import Foundation
+
+/// The records of one request: the databases it wrote (made durable together when it ends, one
+/// `fsync` each, before it is answered) and the first stored body or attachment it failed to read.
+///
+/// A scope belongs to the thread running the request (the engine answers a request on one thread).
+/// Writes made outside any scope (background work) are made durable at once.
+final class RequestScope: @unchecked Sendable {
+    // Safe: a scope is only reached through the thread-local slot of the one thread that runs it.
+    private(set) var dirty: [Database] = []
+    private(set) var readFailure: StoreFileError?
+
+    private static let key = "CouchStore.RequestScope"
+
+    static var current: RequestScope? { Thread.current.threadDictionary[key] as? RequestScope }
+
+    /// Runs `body` in a new scope (restoring any enclosing one afterwards) and returns the scope.
+    static func run<T>(_ body: () -> T) -> (T, RequestScope) {
+        let scope = RequestScope()
+        let previous = Thread.current.threadDictionary[key]
+        Thread.current.threadDictionary[key] = scope
+        defer { Thread.current.threadDictionary[key] = previous }
+        return (body(), scope)
+    }
+
+    /// Notes that `db` has records waiting for its sync; false when no scope runs (sync at once).
+    static func noteDirty(_ db: Database) -> Bool {
+        guard let scope = current else { return false }
+        if !scope.dirty.contains(where: { $0 === db }) { scope.dirty.append(db) }
+        return true
+    }
+
+    static func reportReadFailure(_ error: StoreFileError) {
+        if let scope = current, scope.readFailure == nil { scope.readFailure = error }
+    }
+}
+
+/// The document record (``StoreRecordKind/document``): `[UInt32 head length][head JSON][bodies JSON array]`.
+/// The head holds what the in-memory index needs (id, sequence, the new nodes without their bodies,
+/// attachment metadata), so opening a database reads heads only; bodies are read when asked.
+enum DocumentRecord {
+    /// Encodes a document record. `full` marks a record holding a document's whole tree (written by
+    /// compaction): reading it back replaces what came before instead of adding to it.
+    static func encode(id: String, seq: Int, nodes: [RevNode], full: Bool = false) -> (bytes: [UInt8], bodySizes: [Int]) {
+        var bodies = "["
+        var sizes: [Int] = []
+        for (index, node) in nodes.enumerated() {
+            if index > 0 { bodies += "," }
+            let before = bodies.utf8.count
+            if let body = node.body { body.write(to: &bodies) } else { bodies += "null" }
+            sizes.append(bodies.utf8.count - before)
+        }
+        bodies += "]"
+        var heads: [JSON] = []
+        for (index, node) in nodes.enumerated() {
+            let atts: [JSON] = node.atts.map { att in
+                var members: [(String, JSON)] = [
+                    ("n", .string(att.name)), ("ct", .string(att.contentType)), ("dg", .string(att.digest)),
+                    ("rp", .int(Int64(att.revpos))), ("len", .int(Int64(att.length))),
+                ]
+                if case .stored(let blob) = att.bytes {
+                    members.append(("ck", .array(blob.chunks.map { .int($0) })))
+                }
+                return .object(members)
+            }
+            heads.append(
+                .object([
+                    ("r", .string(node.rev)), ("p", node.parent.map(JSON.string) ?? .null), ("d", .bool(node.deleted)),
+                    ("hb", .bool(node.hasBody)), ("bs", .int(Int64(sizes[index]))), ("a", .array(atts)),
+                ]))
+        }
+        var members: [(String, JSON)] = [("id", .string(id)), ("seq", .int(Int64(seq))), ("add", .array(heads))]
+        if full { members.append(("full", true)) }
+        let head = JSON.object(members).serialized
+        var out: [UInt8] = []
+        out.reserveCapacity(4 + head.utf8.count + bodies.utf8.count)
+        appendUInt32(&out, UInt32(head.utf8.count))
+        out.append(contentsOf: head.utf8)
+        out.append(contentsOf: bodies.utf8)
+        return (out, sizes)
+    }
+
+    /// The nodes a document record's head describes, their bodies and attachments pointing into `file`.
+    static func nodes(fromHead head: JSON, file: StoreFile, offset: Int64) -> [RevNode] {
+        var out: [RevNode] = []
+        for (index, node) in (head["add"]?.arrayValue ?? []).enumerated() {
+            guard let rev = node["r"]?.stringValue, let (pos, hash) = parseRev(rev) else { continue }
+            let atts: [Attachment] = (node["a"]?.arrayValue ?? []).compactMap { a in
+                guard let name = a["n"]?.stringValue, let digest = a["dg"]?.stringValue,
+                    let length = a["len"]?.intValue, length >= 0
+                else { return nil }
+                let chunks = (a["ck"]?.arrayValue ?? []).compactMap(\.intValue)
+                return Attachment(
+                    name: name, contentType: a["ct"]?.stringValue ?? "application/octet-stream",
+                    revpos: Int(a["rp"]?.intValue ?? 1), digest: digest, length: Int(length),
+                    bytes: .stored(StoredBlob(file: file, chunks: chunks, length: Int(length))))
+            }
+            let hasBody = node["hb"]?.boolValue ?? false
+            let size = Int(node["bs"]?.intValue ?? 0)
+            out.append(
+                RevNode(
+                    pos: pos, hash: hash, parent: node["p"]?.stringValue, deleted: node["d"]?.boolValue ?? false,
+                    storedBody: hasBody ? .stored(file, offset: offset, index: index, size: size) : nil, atts: atts))
+        }
+        return out
+    }
+
+    /// The head of a document record's payload.
+    static func head(_ payload: ArraySlice<UInt8>) throws -> JSON {
+        let (head, _) = try split(payload)
+        return try JSON.parse(head)
+    }
+
+    /// The `index`th body of the document record at `offset`.
+    static func body(in file: StoreFile, at offset: Int64, index: Int) throws -> JSON? {
+        let (kind, payload) = try file.read(at: offset)
+        guard kind == .document else {
+            throw StoreFileError(description: "\(file.url.lastPathComponent): no document record at \(offset)")
+        }
+        let (_, bodies) = try split(payload)
+        guard case .array(let list) = try JSON.parse(bodies), index >= 0, index < list.count else {
+            throw StoreFileError(description: "\(file.url.lastPathComponent): no body \(index) at \(offset)")
+        }
+        return list[index].isNull ? nil : list[index]
+    }
+
+    private static func split(_ payload: ArraySlice<UInt8>) throws -> (ArraySlice<UInt8>, ArraySlice<UInt8>) {
+        guard payload.count >= 4 else { throw StoreFileError(description: "a document record too short") }
+        let length = Int(StoreFile.readUInt32(payload, 0))
+        let start = payload.startIndex + 4
+        guard length <= payload.count - 4 else { throw StoreFileError(description: "a document record cut short") }
+        return (payload[start..<(start + length)], payload[(start + length)...])
+    }
+
+    /// A blob chunk record's payload: `[UInt8 digest length][digest][bytes]`.
+    static func blobChunk(digest: String, bytes: Data) -> [UInt8] {
+        let d = Array(digest.utf8.prefix(255))
+        var out: [UInt8] = [UInt8(d.count)]
+        out.reserveCapacity(1 + d.count + bytes.count)
+        out.append(contentsOf: d)
+        out.append(contentsOf: bytes)
+        return out
+    }
+}

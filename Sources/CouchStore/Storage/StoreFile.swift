@@ -1,0 +1,471 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// What a record in a ``StoreFile`` holds (its first payload byte).
+enum StoreRecordKind: UInt8, Sendable {
+    /// A JSON record: database metadata, a purge, a `_local` document, `_security`, a limit.
+    case json = 0x4A
+    /// A document update: a JSON head (id, sequence, the new revision nodes without bodies), then the bodies.
+    case document = 0x44
+    /// One chunk of an attachment's bytes, keyed by the attachment's digest.
+    case blob = 0x42
+    /// The end of one durable group of records: only groups that end with a commit are visible.
+    case commit = 0x43
+}
+
+/// A storage failure: where, and what was found.
+struct StoreFileError: Error, CustomStringConvertible, Sendable {
+    let description: String
+}
+
+/// One database's file: an append-only sequence of length-prefixed, checksummed records.
+///
+/// Layout: an 8-byte magic (`SWCSTOR1`), then records, each `[UInt32 length][UInt32 CRC-32][payload]`
+/// (little-endian; `length` counts the payload, whose first byte is a ``StoreRecordKind``). Writes are
+/// gathered into a group in memory (``append(_:_:)``) and made durable by ``sync()``: one `pwrite` of the
+/// whole group followed by a commit record, then one `fsync`. Opening reads the records group by group:
+/// a group without its commit record (a crash in the middle of a write) is cut off, so nothing half
+/// written is ever visible; a damaged record followed by later committed data is corruption in the
+/// middle, reported as an error, never read as data.
+///
+/// Thread-safe: reads (`pread`) may run on any thread while the owning database appends and syncs.
+final class StoreFile: @unchecked Sendable {
+    // Safe: `pending`, `durableEnd` and `isClosed` are only touched under `lock`; `fd` is set once.
+    let url: URL
+    private let fd: Int32
+    private let lock = NSLock()
+    private var pending: [UInt8] = []
+    private var pendingRecords = 0
+    private var durableEnd: Int64
+    private var isClosed = false
+
+    static let magic: [UInt8] = Array("SWCSTOR1".utf8)
+    static let headerSize: Int64 = 8
+    static let frameHeaderSize = 8
+    /// The largest record a file may hold (a document of CouchDB's largest size, or an attachment chunk).
+    static let maximumRecordSize = 512 * 1024 * 1024
+    /// Attachment bytes are stored in chunks of this size, so that no read or write holds more.
+    static let blobChunkSize = 1024 * 1024
+
+    private init(url: URL, fd: Int32, end: Int64) {
+        self.url = url
+        self.fd = fd
+        self.durableEnd = end
+    }
+
+    deinit {
+        if !isClosed { _ = systemClose(fd) }
+    }
+
+    /// Creates a new, empty file (failing if one exists) and makes it and its directory entry durable.
+    static func create(at url: URL) throws(StoreFileError) -> StoreFile {
+        let fd = systemOpen(url.path, O_RDWR | O_CREAT | O_EXCL)
+        guard fd >= 0 else { throw StoreFileError(description: "could not create \(url.path): \(errnoText())") }
+        let file = StoreFile(url: url, fd: fd, end: 0)
+        try file.writeAll(magic, at: 0)
+        try file.fsyncFile()
+        file.durableEnd = headerSize
+        try syncDirectory(of: url)
+        return file
+    }
+
+    /// Opens an existing file and reads every committed record in order, calling `visit` with each
+    /// (its offset, kind and payload; blob payloads are not read here: `visit` gets them empty).
+    /// A torn last group is cut off the file; corruption followed by committed data throws.
+    static func open(
+        at url: URL,
+        visit: (_ file: StoreFile, _ offset: Int64, _ kind: StoreRecordKind, _ payload: ArraySlice<UInt8>) throws -> Void
+    ) throws -> StoreFile {
+        let fd = systemOpen(url.path, O_RDWR)
+        guard fd >= 0 else { throw StoreFileError(description: "could not open \(url.path): \(errnoText())") }
+        let file = StoreFile(url: url, fd: fd, end: 0)
+        let size = try file.fileSize()
+        guard size >= headerSize, try file.readBytes(at: 0, count: 8) == magic else {
+            throw StoreFileError(description: "\(url.lastPathComponent) is not a SwiftCouch database file")
+        }
+        var reader = SequentialReader(file: file, offset: headerSize, end: size)
+        var group: [(Int64, StoreRecordKind, ArraySlice<UInt8>)] = []
+        var groupBlobs: [(offset: Int64, length: Int, crc: UInt32)] = []
+        // The last committed group is visited only once it is known whole (see below).
+        var lastGroup: [(Int64, StoreRecordKind, ArraySlice<UInt8>)] = []
+        var lastGroupBlobs: [(offset: Int64, length: Int, crc: UInt32)] = []
+        var committedEnd = headerSize
+        var previousCommittedEnd = headerSize
+        var damage: String?
+        var damageStart = headerSize
+        while reader.offset < size {
+            let start = reader.offset
+            damageStart = start + 1
+            guard let head = try reader.read(frameHeaderSize) else {
+                damage = "a record header cut off at offset \(start)"
+                break
+            }
+            let length = Int(readUInt32(head, 0))
+            let crc = readUInt32(head, 4)
+            guard length >= 1, length <= maximumRecordSize, Int64(length) <= size - reader.offset else {
+                damage = "a record of impossible length \(length) at offset \(start)"
+                break
+            }
+            guard let firstByte = try reader.peekByte(), let kind = StoreRecordKind(rawValue: firstByte) else {
+                damage = "a record of unknown kind at offset \(start)"
+                break
+            }
+            if kind == .blob {
+                // Not read on open: its checksum is checked when it is read, and for the last group below.
+                groupBlobs.append((start, length, crc))
+                reader.skip(length)
+                group.append((start, kind, []))
+                continue
+            }
+            guard let payload = try reader.read(length), crc32(payload) == crc else {
+                damage = "a record whose checksum does not match at offset \(start)"
+                break
+            }
+            if kind == .commit {
+                // A later group exists, so the previous one was synced whole before it was written.
+                for (offset, kind, payload) in lastGroup { try visit(file, offset, kind, payload) }
+                lastGroup = group
+                lastGroupBlobs = groupBlobs
+                group.removeAll()
+                groupBlobs.removeAll()
+                previousCommittedEnd = committedEnd
+                committedEnd = reader.offset
+            } else {
+                group.append((start, kind, Array(payload.dropFirst())[...]))
+            }
+        }
+        // Blob chunks of the last committed group were written without an fsync between them and its
+        // commit record, so a crash could have kept the commit and lost a chunk: check them.
+        var lastGroupWhole = true
+        for blob in lastGroupBlobs {
+            let payload = try file.readBytes(at: blob.offset + Int64(frameHeaderSize), count: blob.length)
+            if crc32(payload[...]) != blob.crc { lastGroupWhole = false }
+        }
+        if lastGroupWhole {
+            for (offset, kind, payload) in lastGroup { try visit(file, offset, kind, payload) }
+        } else {
+            committedEnd = previousCommittedEnd
+        }
+        if let damage {
+            // Damage in the middle: some committed group lies beyond it.
+            if try file.containsCommit(after: damageStart, end: size) {
+                throw StoreFileError(
+                    description: "\(url.lastPathComponent) is corrupt: \(damage), with committed data after it")
+            }
+        }
+        if committedEnd < size {
+            // A torn last group (a crash while writing): cut it off.
+            guard ftruncate(fd, off_t(committedEnd)) == 0 else {
+                throw StoreFileError(description: "could not cut the torn end off \(url.path): \(errnoText())")
+            }
+            try file.fsyncFile()
+        }
+        file.durableEnd = committedEnd
+        return file
+    }
+
+    // MARK: - Writing (the owning database's lock held)
+
+    /// Adds a record to the group being written; returns the offset it will have. Not durable until ``sync()``.
+    @discardableResult
+    func append(_ kind: StoreRecordKind, _ body: [UInt8]) -> Int64 {
+        lock.lock()
+        defer { lock.unlock() }
+        let offset = durableEnd + Int64(pending.count)
+        var payload = [kind.rawValue]
+        payload.append(contentsOf: body)
+        Self.appendFrame(payload, to: &pending)
+        pendingRecords += 1
+        return offset
+    }
+
+    /// Whether records wait for ``sync()``.
+    var hasPending: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return pendingRecords > 0
+    }
+
+    /// Writes the group with its commit record and waits until it is on disk (one `fsync`).
+    func sync() throws(StoreFileError) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard pendingRecords > 0 else { return }
+        guard !isClosed else { throw StoreFileError(description: "\(url.lastPathComponent) is closed") }
+        var group = pending
+        let commitEnd = durableEnd + Int64(group.count) + Int64(Self.frameHeaderSize) + 9
+        var commit: [UInt8] = [StoreRecordKind.commit.rawValue]
+        appendUInt64(&commit, UInt64(commitEnd))
+        Self.appendFrame(commit, to: &group)
+        do {
+            try writeAll(group, at: durableEnd)
+            try fsyncFile()
+        } catch {
+            // The group's bytes may be partly on disk: cut them off so the file ends at its last commit.
+            _ = ftruncate(fd, off_t(durableEnd))
+            throw error
+        }
+        durableEnd = commitEnd
+        pending.removeAll(keepingCapacity: true)
+        pendingRecords = 0
+    }
+
+    /// Drops records not yet synced (a failed request).
+    func discardPending() {
+        lock.lock()
+        pending.removeAll()
+        pendingRecords = 0
+        lock.unlock()
+    }
+
+    /// Bytes on disk (committed), plus the group being written.
+    var size: Int64 {
+        lock.lock()
+        defer { lock.unlock() }
+        return durableEnd + Int64(pending.count)
+    }
+
+    func close() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !isClosed else { return }
+        isClosed = true
+        _ = systemClose(fd)
+    }
+
+    // MARK: - Reading (any thread)
+
+    /// The record at `offset`: its kind and payload (without the kind byte), checksum verified.
+    func read(at offset: Int64) throws(StoreFileError) -> (kind: StoreRecordKind, payload: ArraySlice<UInt8>) {
+        lock.lock()
+        if offset >= durableEnd {
+            // Still in the group being written.
+            let start = Int(offset - durableEnd)
+            defer { lock.unlock() }
+            guard start >= 0, start + Self.frameHeaderSize <= pending.count else {
+                throw StoreFileError(description: "no record at offset \(offset) of \(url.lastPathComponent)")
+            }
+            let length = Int(Self.readUInt32(pending[start..<(start + 4)], 0))
+            guard length >= 1, start + Self.frameHeaderSize + length <= pending.count,
+                let kind = StoreRecordKind(rawValue: pending[start + Self.frameHeaderSize])
+            else {
+                throw StoreFileError(description: "no record at offset \(offset) of \(url.lastPathComponent)")
+            }
+            return (kind, pending[(start + Self.frameHeaderSize + 1)..<(start + Self.frameHeaderSize + length)])
+        }
+        let end = durableEnd
+        lock.unlock()
+        let head = try readBytes(at: offset, count: Self.frameHeaderSize)
+        let length = Int(Self.readUInt32(head[...], 0))
+        let crc = Self.readUInt32(head[...], 4)
+        guard length >= 1, length <= Self.maximumRecordSize, offset + Int64(Self.frameHeaderSize + length) <= end else {
+            throw StoreFileError(
+                description: "\(url.lastPathComponent) is corrupt: a record of impossible length at offset \(offset)")
+        }
+        let payload = try readBytes(at: offset + Int64(Self.frameHeaderSize), count: length)
+        guard Self.crc32(payload[...]) == crc, let kind = StoreRecordKind(rawValue: payload[0]) else {
+            throw StoreFileError(
+                description: "\(url.lastPathComponent) is corrupt: the record at offset \(offset) fails its checksum")
+        }
+        return (kind, payload[1...])
+    }
+
+    /// Copies the committed bytes `from..<to` into `other`'s group (compaction's catch-up of late writes).
+    func committedBytes(from start: Int64, to end: Int64) throws(StoreFileError) -> [UInt8] {
+        try readBytes(at: start, count: Int(end - start))
+    }
+
+    /// The committed end of the file.
+    var committedEnd: Int64 {
+        lock.lock()
+        defer { lock.unlock() }
+        return durableEnd
+    }
+
+    // MARK: - Plumbing
+
+    private func readBytes(at offset: Int64, count: Int) throws(StoreFileError) -> [UInt8] {
+        guard count >= 0 else { throw StoreFileError(description: "a negative read of \(url.lastPathComponent)") }
+        var buffer = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            let n = buffer.withUnsafeMutableBytes { raw in
+                pread(fd, raw.baseAddress! + done, count - done, off_t(offset + Int64(done)))
+            }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else {
+                throw StoreFileError(
+                    description: "could not read \(url.lastPathComponent) at \(offset): "
+                        + (n == 0 ? "the file ends early" : errnoText()))
+            }
+            done += n
+        }
+        return buffer
+    }
+
+    private func writeAll(_ bytes: [UInt8], at offset: Int64) throws(StoreFileError) {
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { raw in
+                pwrite(fd, raw.baseAddress! + done, bytes.count - done, off_t(offset + Int64(done)))
+            }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { throw StoreFileError(description: "could not write \(url.path): \(errnoText())") }
+            done += n
+        }
+    }
+
+    private func fsyncFile() throws(StoreFileError) {
+        #if canImport(Darwin)
+            let result = fcntl(fd, F_FULLFSYNC)
+        #else
+            let result = fsync(fd)
+        #endif
+        guard result == 0 else { throw StoreFileError(description: "could not sync \(url.path): \(errnoText())") }
+    }
+
+    private func fileSize() throws(StoreFileError) -> Int64 {
+        let end = lseek(fd, 0, SEEK_END)
+        guard end >= 0 else { throw StoreFileError(description: "could not size \(url.path): \(errnoText())") }
+        return Int64(end)
+    }
+
+    /// Whether a valid commit record starts anywhere in `start..<end` (telling damage in the middle
+    /// from a torn end). Only runs when a file is found damaged.
+    private func containsCommit(after start: Int64, end: Int64) throws -> Bool {
+        let commitLength = 9
+        var offset = start
+        let window = 1 << 20
+        while offset < end {
+            let count = Int(min(Int64(window + Self.frameHeaderSize + commitLength), end - offset))
+            let bytes = try readBytes(at: offset, count: count)
+            var i = 0
+            while i + Self.frameHeaderSize + commitLength <= bytes.count, i < window {
+                if bytes[i] == UInt8(commitLength), bytes[i + 1] == 0, bytes[i + 2] == 0, bytes[i + 3] == 0,
+                    bytes[i + 8] == StoreRecordKind.commit.rawValue
+                {
+                    let payload = bytes[(i + 8)..<(i + 8 + commitLength)]
+                    var recordedEnd: UInt64 = 0
+                    for k in 0..<8 { recordedEnd |= UInt64(payload[payload.startIndex + 1 + k]) << UInt64(8 * k) }
+                    let actualEnd = offset + Int64(i + Self.frameHeaderSize + commitLength)
+                    if Self.crc32(payload) == Self.readUInt32(bytes[...], i + 4), recordedEnd == UInt64(actualEnd) {
+                        return true
+                    }
+                }
+                i += 1
+            }
+            offset += Int64(window)
+        }
+        return false
+    }
+
+    static func appendFrame(_ payload: [UInt8], to out: inout [UInt8]) {
+        appendUInt32(&out, UInt32(payload.count))
+        appendUInt32(&out, crc32(payload[...]))
+        out.append(contentsOf: payload)
+    }
+
+    static func crc32(_ bytes: ArraySlice<UInt8>) -> UInt32 {
+        var c: UInt32 = 0xFFFF_FFFF
+        Crypto.crcTable.withUnsafeBufferPointer { table in
+            for byte in bytes { c = table[Int((c ^ UInt32(byte)) & 0xFF)] ^ (c &>> 8) }
+        }
+        return c ^ 0xFFFF_FFFF
+    }
+
+    static func readUInt32(_ bytes: ArraySlice<UInt8>, _ at: Int) -> UInt32 {
+        let base = bytes.startIndex + at
+        return UInt32(bytes[base]) | UInt32(bytes[base + 1]) << 8 | UInt32(bytes[base + 2]) << 16
+            | UInt32(bytes[base + 3]) << 24
+    }
+
+    private static func readUInt32(_ bytes: [UInt8], _ at: Int) -> UInt32 { readUInt32(bytes[...], at) }
+
+    static func syncDirectory(of url: URL) throws(StoreFileError) {
+        let dir = systemOpen(url.deletingLastPathComponent().path, O_RDONLY)
+        guard dir >= 0 else { return }
+        defer { _ = systemClose(dir) }
+        _ = fsync(dir)
+    }
+
+    /// Reads a file front to back in large pieces.
+    private struct SequentialReader {
+        let file: StoreFile
+        var offset: Int64
+        let end: Int64
+        private var buffer: [UInt8] = []
+        private var bufferStart: Int64 = 0
+
+        init(file: StoreFile, offset: Int64, end: Int64) {
+            self.file = file
+            self.offset = offset
+            self.end = end
+            bufferStart = offset
+        }
+
+        /// The next `count` bytes, or nil when the file ends first.
+        mutating func read(_ count: Int) throws -> ArraySlice<UInt8>? {
+            guard Int64(count) <= end - offset else { return nil }
+            try fill(count)
+            let start = Int(offset - bufferStart)
+            offset += Int64(count)
+            return buffer[start..<(start + count)]
+        }
+
+        mutating func peekByte() throws -> UInt8? {
+            guard offset < end else { return nil }
+            try fill(1)
+            return buffer[Int(offset - bufferStart)]
+        }
+
+        mutating func skip(_ count: Int) { offset += Int64(count) }
+
+        private mutating func fill(_ count: Int) throws {
+            let have = bufferStart + Int64(buffer.count) - offset
+            if offset >= bufferStart, have >= Int64(count) { return }
+            let want = Int(min(max(Int64(count), 4 << 20), end - offset))
+            buffer = try file.readBytes(at: offset, count: want)
+            bufferStart = offset
+        }
+    }
+}
+
+func appendUInt32(_ out: inout [UInt8], _ value: UInt32) {
+    out.append(UInt8(value & 0xFF))
+    out.append(UInt8((value >> 8) & 0xFF))
+    out.append(UInt8((value >> 16) & 0xFF))
+    out.append(UInt8((value >> 24) & 0xFF))
+}
+
+func appendUInt64(_ out: inout [UInt8], _ value: UInt64) {
+    for shift in stride(from: 0, to: 64, by: 8) { out.append(UInt8((value >> UInt64(shift)) & 0xFF)) }
+}
+
+private func errnoText() -> String { String(cString: strerror(errno)) }
+
+private func systemOpen(_ path: String, _ flags: Int32) -> Int32 {
+    #if canImport(Darwin)
+        return Darwin.open(path, flags | O_CLOEXEC, 0o644)
+    #elseif canImport(Musl)
+        return Musl.open(path, flags | O_CLOEXEC, 0o644)
+    #else
+        return Glibc.open(path, flags | O_CLOEXEC, 0o644)
+    #endif
+}
+
+private func systemClose(_ fd: Int32) -> Int32 {
+    #if canImport(Darwin)
+        return Darwin.close(fd)
+    #elseif canImport(Musl)
+        return Musl.close(fd)
+    #else
+        return Glibc.close(fd)
+    #endif
+}
