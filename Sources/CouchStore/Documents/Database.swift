@@ -233,7 +233,8 @@ final class Database: @unchecked Sendable {
     /// Writes a document record (and any attachment not stored in `file` yet) to `file`; returns the
     /// nodes with their bodies and attachments pointing into the file.
     func storeNodes(
-        id: String, seq: Int, nodes: [RevNode], in file: StoreFile, blobs: inout [String: StoredBlob], full: Bool = false
+        id: String, seq: Int, nodes: [RevNode], in file: StoreFile, blobs: inout [String: StoredBlob],
+        full: Bool = false
     ) -> [RevNode] {
         var nodes = nodes
         for n in nodes.indices {
@@ -557,7 +558,10 @@ final class Database: @unchecked Sendable {
             target.append(.json, Array(meta.serialized.utf8))
             for (id, entry) in snapshot {
                 let nodes = Self.compacted(entry)
-                written[id] = (entry.seq, storeNodes(id: id, seq: entry.seq, nodes: nodes, in: target, blobs: &newBlobs, full: true))
+                written[id] = (
+                    entry.seq,
+                    storeNodes(id: id, seq: entry.seq, nodes: nodes, in: target, blobs: &newBlobs, full: true)
+                )
                 if target.size - target.committedEnd > 8 << 20 { try target.sync() }
             }
             try target.sync()
@@ -565,21 +569,28 @@ final class Database: @unchecked Sendable {
                 try syncFile()
                 // Catch up with what changed since the copy began.
                 for (id, entry) in docs where written[id]?.seq != entry.seq {
-                    written[id] = (entry.seq, storeNodes(id: id, seq: entry.seq, nodes: Self.compacted(entry), in: target, blobs: &newBlobs, full: true))
+                    written[id] = (
+                        entry.seq,
+                        storeNodes(
+                            id: id, seq: entry.seq, nodes: Self.compacted(entry), in: target, blobs: &newBlobs,
+                            full: true)
+                    )
                 }
                 for id in written.keys where docs[id] == nil {
                     target.append(.json, Array(JSON.object([("op", "forget"), ("id", .string(id))]).serialized.utf8))
                     written[id] = nil
                 }
                 for (id, doc) in local {
-                    target.append(.json, Array(JSON.object([("op", "local"), ("id", .string(id)), ("rev", .int(Int64(doc.rev))), ("b", doc.body)]).serialized.utf8))
+                    target.append(
+                        .json,
+                        Array(
+                            JSON.object([
+                                ("op", "local"), ("id", .string(id)), ("rev", .int(Int64(doc.rev))), ("b", doc.body),
+                            ]).serialized.utf8))
                 }
                 for record in stateRecords { target.append(.json, Array(record.serialized.utf8)) }
                 try target.sync()
-                guard rename(tmp.path, url.path) == 0 else {
-                    throw StoreFileError(description: "could not replace \(url.lastPathComponent) by its compacted copy")
-                }
-                try StoreFile.syncDirectory(of: url)
+                try target.rename(to: url)
                 // Swap: every document now points into the new file.
                 var size = 0
                 for (id, entry) in written {

@@ -42,7 +42,8 @@ final class RequestScope: @unchecked Sendable {
 enum DocumentRecord {
     /// Encodes a document record. `full` marks a record holding a document's whole tree (written by
     /// compaction): reading it back replaces what came before instead of adding to it.
-    static func encode(id: String, seq: Int, nodes: [RevNode], full: Bool = false) -> (bytes: [UInt8], bodySizes: [Int]) {
+    static func encode(id: String, seq: Int, nodes: [RevNode], full: Bool = false) -> (bytes: [UInt8], bodySizes: [Int])
+    {
         var bodies = "["
         var sizes: [Int] = []
         for (index, node) in nodes.enumerated() {

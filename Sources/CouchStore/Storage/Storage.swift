@@ -139,12 +139,9 @@ enum LegacyLog {
         let target = try StoreFile.create(at: tmp)
         db.writeEverything(into: target)
         try target.sync()
+        try target.rename(to: newURL)
         target.close()
-        guard rename(tmp.path, newURL.path) == 0 else {
-            throw StoreFileError(description: "could not convert \(url.lastPathComponent)")
-        }
         try FileManager.default.removeItem(at: url)
-        try StoreFile.syncDirectory(of: newURL)
     }
 
     /// Every complete record in a log file; a torn last line (crash during a write) is skipped.

@@ -38,7 +38,13 @@ struct StoreFileError: Error, CustomStringConvertible, Sendable {
 /// Thread-safe: reads (`pread`) may run on any thread while the owning database appends and syncs.
 final class StoreFile: @unchecked Sendable {
     // Safe: `pending`, `durableEnd` and `isClosed` are only touched under `lock`; `fd` is set once.
-    let url: URL
+    /// Where the file is (it changes when a compacted file is renamed over the one it replaces).
+    var url: URL {
+        lock.lock()
+        defer { lock.unlock() }
+        return location
+    }
+    private var location: URL
     private let fd: Int32
     private let lock = NSLock()
     private var pending: [UInt8] = []
@@ -55,7 +61,7 @@ final class StoreFile: @unchecked Sendable {
     static let blobChunkSize = 1024 * 1024
 
     private init(url: URL, fd: Int32, end: Int64) {
-        self.url = url
+        self.location = url
         self.fd = fd
         self.durableEnd = end
     }
@@ -81,7 +87,8 @@ final class StoreFile: @unchecked Sendable {
     /// A torn last group is cut off the file; corruption followed by committed data throws.
     static func open(
         at url: URL,
-        visit: (_ file: StoreFile, _ offset: Int64, _ kind: StoreRecordKind, _ payload: ArraySlice<UInt8>) throws -> Void
+        visit: (_ file: StoreFile, _ offset: Int64, _ kind: StoreRecordKind, _ payload: ArraySlice<UInt8>) throws ->
+            Void
     ) throws -> StoreFile {
         let fd = systemOpen(url.path, O_RDWR)
         guard fd >= 0 else { throw StoreFileError(description: "could not open \(url.path): \(errnoText())") }
@@ -193,11 +200,23 @@ final class StoreFile: @unchecked Sendable {
         return pendingRecords > 0
     }
 
+    /// How many groups were synced by every file of this process (for tests of "one sync per request").
+    static var syncCount: Int {
+        syncCountLock.lock()
+        defer { syncCountLock.unlock() }
+        return syncs
+    }
+    private static let syncCountLock = NSLock()
+    nonisolated(unsafe) private static var syncs = 0  // only under syncCountLock
+
     /// Writes the group with its commit record and waits until it is on disk (one `fsync`).
     func sync() throws(StoreFileError) {
         lock.lock()
         defer { lock.unlock() }
         guard pendingRecords > 0 else { return }
+        Self.syncCountLock.lock()
+        Self.syncs &+= 1
+        Self.syncCountLock.unlock()
         guard !isClosed else { throw StoreFileError(description: "\(url.lastPathComponent) is closed") }
         var group = pending
         let commitEnd = durableEnd + Int64(group.count) + Int64(Self.frameHeaderSize) + 9
@@ -215,6 +234,28 @@ final class StoreFile: @unchecked Sendable {
         durableEnd = commitEnd
         pending.removeAll(keepingCapacity: true)
         pendingRecords = 0
+    }
+
+    /// Renames the file over `destination` (atomically replacing what is there) and makes the
+    /// directory entry durable.
+    func rename(to destination: URL) throws(StoreFileError) {
+        lock.lock()
+        let source = location
+        lock.unlock()
+        #if canImport(Darwin)
+            let result = Darwin.rename(source.path, destination.path)
+        #elseif canImport(Musl)
+            let result = Musl.rename(source.path, destination.path)
+        #else
+            let result = Glibc.rename(source.path, destination.path)
+        #endif
+        guard result == 0 else {
+            throw StoreFileError(description: "could not rename \(source.lastPathComponent): \(errnoText())")
+        }
+        lock.lock()
+        location = destination
+        lock.unlock()
+        try Self.syncDirectory(of: destination)
     }
 
     /// Drops records not yet synced (a failed request).
