@@ -56,8 +56,8 @@ package struct DatabaseHandle: Sendable {
 }
 
 /// What a server built around the engine adds to it (the TestServer: cluster mode, `_db_updates`, the `_users` and
-/// `_replicator` machinery). The engine calls these at the points named; an engine with no host behaves as a single
-/// node that acknowledges every write (the defaults below).
+/// `_replicator` machinery). The engine calls these at the points named; an engine with no host is a single node that
+/// acknowledges every write with 201, places new databases with `q` 2 and `n` 1, and reads the database itself.
 package protocol EngineHost: AnyObject, Sendable {
     /// Shards (`q`) and copies (`n`) of a new database when the request names none, and the most copies there can be.
     func placementDefaults() -> (q: Int, n: Int, maxCopies: Int)
@@ -83,25 +83,6 @@ package protocol EngineHost: AnyObject, Sendable {
     func databaseDeleted(_ name: String)
     /// A document write was committed (database lock held: must not block or call the engine).
     func documentCommitted(_ db: DatabaseHandle, id: String)
-}
-
-extension EngineHost {
-    package func placementDefaults() -> (q: Int, n: Int, maxCopies: Int) { (2, 1, 1) }
-    package func nodes(ofShard shard: Int, copies: Int) -> [String] { [CouchEngine.singleNodeName] }
-    package func willWrite(_ db: DatabaseHandle, ids: [String]) throws(EngineError) {}
-    package func writeStatus(_ db: DatabaseHandle, ids: [String], request: ServerRequest) throws(EngineError) -> Int {
-        201
-    }
-    package func readCopy(of db: DatabaseHandle) -> DatabaseHandle { db }
-    package func beforeDocumentUpdate(
-        _ db: DatabaseHandle, id: String, deleted: Bool, body: inout JSON, user: UserContext
-    )
-        throws(EngineError)
-    {}
-    package func enforcesValidation(ofDesignDocument id: String, in database: String) -> Bool { false }
-    package func databaseCreated(_ db: DatabaseHandle) {}
-    package func databaseDeleted(_ name: String) {}
-    package func documentCommitted(_ db: DatabaseHandle, id: String) {}
 }
 
 /// A copy of a database that applies its source's changes only once they are old enough: a shard copy that has not

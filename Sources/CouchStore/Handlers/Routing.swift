@@ -13,7 +13,7 @@ extension CouchEngine {
     }
 
     /// The databases whose names may start with `_` (CouchDB 3.5's system databases).
-    package static let systemDatabases: Set<String> = ["_users", "_replicator", "_global_changes"]
+    static let systemDatabases: Set<String> = ["_users", "_replicator", "_global_changes"]
 
     private func requireMethods(_ ctx: RequestContext, _ allowed: String) throws(CouchError) {
         let methods = allowed.split(separator: ",").map(String.init)
@@ -233,7 +233,7 @@ extension CouchEngine {
         }
     }
 
-    package func validateDatabaseName(_ name: String) throws(EngineError) {
+    func validateDatabaseName(_ name: String) throws(CouchError) {
         if Self.systemDatabases.contains(name) { return }
         let allowedRest = Set("abcdefghijklmnopqrstuvwxyz0123456789_$()+-/")
         let valid: Bool
