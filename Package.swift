@@ -32,7 +32,7 @@ let package = Package(
         .target(
             name: "CouchStore", dependencies: ["HTTPWire", "CouchQuery", "CouchGzip", "CouchJS"],
             path: "Sources/CouchStore"),
-        // The TestServer: the HTTP face over CouchStore, with faults.
+        // The TestServer: the HTTP face over CouchStore, with faults, authentication, cluster mode and the replicator.
         .target(
             name: "CouchTestServer", dependencies: ["HTTPWire", "CouchQuery", "CouchGzip", "CouchStore"],
             path: "TestServer/Sources/CouchTestServer"),
@@ -59,6 +59,8 @@ let package = Package(
             name: "DocumentationSnippetTests", dependencies: ["SwiftCouch", "SwiftCouchTesting"],
             path: "Tests/DocumentationSnippetTests"),
         .testTarget(name: "CouchJSTests", dependencies: ["CouchJS", "CouchQuery"], path: "Tests/CouchJSTests"),
+        // CouchStore on its own, as an app uses it: no TestServer in its dependencies.
+        .testTarget(name: "CouchStoreTests", dependencies: ["CouchStore", "HTTPWire"], path: "Tests/CouchStoreTests"),
         .testTarget(
             name: "TestServerConformanceTests",
             dependencies: ["CouchTestServer", "CouchStore", "CouchQuery", "HTTPWire"],

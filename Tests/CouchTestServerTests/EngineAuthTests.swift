@@ -15,7 +15,7 @@ import Testing
     @Test func cookieLoginRefreshAndExpiry() throws {
         var options = testOptions()
         options.sessionTimeout = 600
-        let engine = try CouchEngine(options: options)
+        let engine = try ServerEngine(options: options)
         let login = engine.send("POST", "/_session", json: ["name": "admin", "password": "password"], auth: .anonymous)
         #expect(login.status == 200)
         let header = try #require(login.headers["Set-Cookie"])
@@ -42,7 +42,7 @@ import Testing
     }
 
     @Test func formLoginWithNextAndLogout() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         let reply = engine.send(
             "POST", "/_session?next=/_up", body: Data("name=admin&password=password".utf8), auth: .anonymous,
             headers: [("Content-Type", "application/x-www-form-urlencoded")])
@@ -57,7 +57,7 @@ import Testing
     }
 
     @Test func usersSecurityAndLockout() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         let user = engine.send(
             "PUT", "/_users/org.couchdb.user:bob", json: ["name": "bob", "password": "pw", "roles": [], "type": "user"])
         #expect(user.status == 201)

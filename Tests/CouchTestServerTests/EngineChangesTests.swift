@@ -12,7 +12,7 @@ import Testing
     }
 
     @Test func normalFeedSequencesAndPending() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db?q=1")
         for id in ["a", "b", "c"] { engine.send("PUT", "/db/\(id)", json: ["id": .string(id)]) }
         let revA = engine.send("GET", "/db/a").json["_rev"]!.stringValue!
@@ -34,7 +34,7 @@ import Testing
     }
 
     @Test func longpollWakesUpOnAWrite() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         let writer = Thread {
             Thread.sleep(forTimeInterval: 0.2)
@@ -48,7 +48,7 @@ import Testing
     }
 
     @Test func continuousFeedStreamsNewWritesAndEndsOnTimeout() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         engine.send("PUT", "/db/first", json: [:])
         let writer = Thread {
@@ -63,7 +63,7 @@ import Testing
     }
 
     @Test func continuousFeedStopsWhenTheEngineCloses() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         let closer = Thread {
             Thread.sleep(forTimeInterval: 0.2)
@@ -76,7 +76,7 @@ import Testing
     }
 
     @Test func selectorAndDocIDFilters() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         engine.send(
             "POST", "/db/_bulk_docs",
@@ -92,7 +92,7 @@ import Testing
 
 @Suite struct EngineLongpollHeartbeatTests {
     @Test func longpollWithHeartbeatSendsNewlinesUntilAChange() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         let writer = Thread {
             Thread.sleep(forTimeInterval: 0.35)
@@ -108,7 +108,7 @@ import Testing
     /// A CouchDB 3 database has q=2 shards and its `_changes` interleaves them: the TestServer
     /// must not teach clients a write order CouchDB does not keep.
     @Test func changesInterleaveShardsAndResumeFromAnySequence() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         let ids = (0..<25).map { String(format: "c%03d", $0) }
         for id in ids { engine.send("PUT", "/db/\(id)", json: ["v": 1]) }
@@ -147,7 +147,7 @@ import Testing
     }
 
     @Test func shardCountFromQueryOrClusterConfiguration() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/two")
         engine.send("PUT", "/eight?q=8")
         engine.send("PUT", "/_node/_local/_config/cluster/q", json: "4")

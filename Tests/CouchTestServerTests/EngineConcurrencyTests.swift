@@ -8,7 +8,7 @@ import Testing
 @Suite struct EngineConcurrencyTests {
     /// 64 clients × 200 mixed operations: no write is lost, every read sees the latest revision of its own document.
     @Test func manyClientsNeverLoseWrites() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         engine.send("PUT", "/db2")
         let clients = 64

@@ -7,7 +7,7 @@ import Testing
 
 @Suite struct EngineDocumentTests {
     @Test func revisionsChainAndConflictsAreDetected() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         #expect(engine.send("PUT", "/db").status == 201)
         let r1 = engine.send("PUT", "/db/doc", json: ["v": 1])
         #expect(r1.status == 201)
@@ -32,7 +32,7 @@ import Testing
     }
 
     @Test func replicatedBranchesPickTheWinnerLikeCouchDB() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         let write = engine.send(
             "POST", "/db/_bulk_docs",
@@ -70,7 +70,7 @@ import Testing
     }
 
     @Test func tombstonesAndRecreation() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         let rev1 = engine.send("PUT", "/db/d", json: ["a": 1]).json["rev"]!.stringValue!
         let del = engine.send("DELETE", "/db/d", headers: [("If-Match", rev1)])
@@ -84,7 +84,7 @@ import Testing
     }
 
     @Test func localDocumentsAndAllDocs() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         #expect(engine.send("PUT", "/db/_local/x", json: ["s": 1]).json["rev"] == "0-1")
         #expect(engine.send("PUT", "/db/_local/x", json: ["_rev": "0-1", "s": 2]).json["rev"] == "0-2")
@@ -100,7 +100,7 @@ import Testing
     }
 
     @Test func attachmentsRoundTripBinarySafe() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         let bytes = Data((0..<256).map { UInt8($0) })
         let put = engine.send(
@@ -128,7 +128,7 @@ import Testing
 
 @Suite struct EngineRevsLimitTests {
     @Test func revsLimitStemsHistory() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         engine.send("PUT", "/db/_revs_limit", body: Data("3".utf8), headers: [("Content-Type", "application/json")])
         var rev = engine.send("PUT", "/db/d", json: ["n": 0]).json["rev"]!.stringValue!
@@ -148,7 +148,7 @@ import Testing
 
 @Suite struct EngineQueryViewTests {
     @Test func mangoStyleViewsWithBuiltInReduces() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         engine.send(
             "POST", "/db/_bulk_docs",

@@ -55,7 +55,7 @@ import Testing
     }
 
     @Test func gzippedBulkDocsAndDocumentWrites() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         defer { engine.close() }
         #expect(engine.send("PUT", "/gz").status == 201)
         let bulk = engine.send(
@@ -80,7 +80,7 @@ import Testing
     /// A `_local` document in a gzipped `_bulk_docs` body is written like the others (its inner write must not
     /// inflate the already inflated body again).
     @Test func gzippedBulkDocsWithALocalDocument() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         defer { engine.close() }
         #expect(engine.send("PUT", "/gz").status == 201)
         let body = Gzip.compress(Data(#"{"docs":[{"_id":"_local/cp","n":1},{"_id":"plain","n":2}]}"#.utf8))
@@ -94,7 +94,7 @@ import Testing
     }
 
     @Test func badGzipAndUnknownEncodingsGetCouchDBErrors() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         defer { engine.close() }
         #expect(engine.send("PUT", "/gz").status == 201)
         let bad = engine.send(
@@ -114,7 +114,7 @@ import Testing
     @Test func largeJSONResponsesAreGzippedOnlyWhenEnabledAndAccepted() throws {
         var options = testOptions()
         options.gzipJSONResponses = true
-        let engine = try CouchEngine(options: options)
+        let engine = try ServerEngine(options: options)
         defer { engine.close() }
         #expect(engine.send("PUT", "/gz").status == 201)
         let docs: [JSON] = (0..<60).map { .object([("_id", .string("doc\($0)")), ("text", "some text to compress")]) }
@@ -130,7 +130,7 @@ import Testing
         let small = engine.send("GET", "/gz/doc1", headers: [("Accept-Encoding", "gzip")])
         #expect(small.headers["Content-Encoding"] == nil)
 
-        let off = try CouchEngine(options: testOptions())
+        let off = try ServerEngine(options: testOptions())
         defer { off.close() }
         #expect(off.send("GET", "/_all_dbs", headers: [("Accept-Encoding", "gzip")]).headers["Content-Encoding"] == nil)
     }

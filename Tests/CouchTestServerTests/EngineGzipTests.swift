@@ -16,7 +16,7 @@ import Testing
 
 @Suite struct EngineLargeAttachmentTests {
     @Test func largeTextAttachmentIsStoredQuickly() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         let text = Data(String(repeating: "line of text for a big attachment\n", count: 30_000).utf8)
         let start = Date()

@@ -11,7 +11,7 @@ import Testing
 /// request's error, and the server goes on answering (issue 24, item 4).
 @Suite struct EngineJavaScriptFaultTests {
     @Test func hostileValidateDocUpdateFailsTheWriteNotTheServer() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         // Stored without complaint: it compiles. Before the fix, the next PUT trapped the process
         // ("Double value cannot be converted to Int because it is either infinite or NaN").
@@ -37,7 +37,7 @@ import Testing
     }
 
     @Test func aMapFunctionThatFailsSkipsThatDocument() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         engine.send(
             "POST", "/db/_bulk_docs",
@@ -67,7 +67,7 @@ import Testing
     }
 
     @Test func deeplyNestedFunctionsAreCompilationErrors() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         // Before the fix: a stack overflow (SIGSEGV) while the design document was checked.
         let source =
@@ -81,7 +81,7 @@ import Testing
     }
 
     @Test func aShowFunctionCannotSmuggleHeaders() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         engine.send(
             "PUT", "/db/_design/s",

@@ -7,7 +7,7 @@ import Testing
 
 @Suite struct EngineMultipartTests {
     @Test func multipartRelatedUploadAndOpenRevsWithAttachments() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         let bytes = Data([0, 1, 2, 255, 13, 10, 45, 45])
         let doc: JSON = [

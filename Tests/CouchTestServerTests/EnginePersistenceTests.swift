@@ -13,7 +13,7 @@ import Testing
         var cookieValue = ""
         let bytes = Data((0..<300).map { UInt8($0 % 256) })
         do {
-            let engine = try CouchEngine(options: testOptions(dir))
+            let engine = try ServerEngine(options: testOptions(dir))
             engine.send("PUT", "/keep?partitioned=true")
             engine.send("PUT", "/gone")
             engine.send("DELETE", "/gone")
@@ -45,7 +45,7 @@ import Testing
             cookieValue = String(login.headers["Set-Cookie"]!.dropFirst("AuthSession=".count).prefix { $0 != ";" })
             engine.close()
         }
-        let engine = try CouchEngine(options: testOptions(dir))
+        let engine = try ServerEngine(options: testOptions(dir))
         defer { engine.close() }
         #expect(engine.send("GET", "/_all_dbs").json == ["_replicator", "_users", "db", "keep"])
         #expect(engine.send("GET", "/keep").json["props"]?["partitioned"] == true)

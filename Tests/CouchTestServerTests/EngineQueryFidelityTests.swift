@@ -8,8 +8,8 @@ import Testing
 
 /// Differences from CouchDB 3.5 that other clients' test suites found (issue 25, item 5).
 @Suite struct EngineQueryFidelityTests {
-    private func engineWithNames() throws -> CouchEngine {
-        let engine = try CouchEngine(options: testOptions())
+    private func engineWithNames() throws -> ServerEngine {
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         engine.send(
             "POST", "/db/_bulk_docs",
@@ -110,7 +110,7 @@ extension EngineQueryFidelityTests {
     /// `null` (or any other value) it answers 200 with the response, which render.js turns from a
     /// string into `{body: …}` (text/html) and chttpd_external sends as JSON for `{json: …}`.
     @Test func anUpdateFunctionReturningNullAnswersItsResponse() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         let stored = engine.send(
             "PUT", "/db/_design/u",

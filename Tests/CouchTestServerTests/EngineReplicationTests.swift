@@ -17,7 +17,7 @@ import Testing
     }
 
     @Test func replicatorDocumentsRunAndRecordTheirState() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         defer { engine.close() }
         engine.send("PUT", "/src")
         engine.send("POST", "/src/_bulk_docs", json: ["docs": [["_id": "a"], ["_id": "b", "x": 1]]])
@@ -36,7 +36,7 @@ import Testing
     }
 
     @Test func continuousReplicationFollowsTheSourceUntilCancelled() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         defer { engine.close() }
         engine.send("PUT", "/src")
         engine.send("PUT", "/dst")

@@ -7,7 +7,7 @@ import Testing
 
 @Suite struct EngineServerTests {
     @Test func nodeConfigurationRoundTrip() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         #expect(engine.send("GET", "/_node/_local").json["name"] == "couchdb@127.0.0.1")
         // CouchDB 3.5.0's default.ini: authentication_db is set, timeout is commented out.
         #expect(engine.send("GET", "/_node/_local/_config/couch_httpd_auth/authentication_db").json == "_users")
@@ -23,7 +23,7 @@ import Testing
     }
 
     @Test func databaseUpdatesFeed() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         // Served from _global_changes, as CouchDB does: 404 until it exists.
         #expect(
             engine.send("GET", "/_db_updates").json == ["error": "not_found", "reason": "Database does not exist."])
@@ -54,7 +54,7 @@ import Testing
     /// only what happened since `_global_changes` was created (events before it are lost, as
     /// global_changes_server drops them while the database does not exist), and none of its own.
     @Test func databaseUpdatesLayoutAndHistory() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/before")
         #expect(engine.send("PUT", "/_global_changes").status == 201)
         let empty = engine.send("GET", "/_db_updates")
@@ -84,7 +84,7 @@ import Testing
     }
 
     @Test func welcomeUuidsAndErrors() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         let welcome = engine.send("GET", "/", auth: .anonymous)
         #expect(welcome.json["version"] == "3.5.0")
         #expect(engine.send("GET", "/_uuids?count=5").json["uuids"]?.arrayValue?.count == 5)

@@ -22,7 +22,7 @@ enum EngineAuth {
     case cookie(String)
 }
 
-extension CouchEngine {
+extension ServerEngine {
     /// Sends one request straight to the engine (no HTTP). Streamed bodies are read for at most `streamSeconds`.
     @discardableResult
     func send(
@@ -70,8 +70,8 @@ func makeTemporaryDirectory() -> URL {
 }
 
 /// Engine options for tests: cheap password hashing.
-func testOptions(_ directory: URL? = nil) -> CouchEngine.Options {
-    var options = CouchEngine.Options()
+func testOptions(_ directory: URL? = nil) -> ServerEngine.Options {
+    var options = ServerEngine.Options()
     options.passwordIterations = 10
     options.dataDirectory = directory
     return options

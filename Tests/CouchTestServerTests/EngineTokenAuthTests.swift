@@ -9,7 +9,7 @@ import Testing
 @Suite struct EngineTokenAuthTests {
     static let apiKeyForm = "grant_type=urn%3Aibm%3Aparams%3Aoauth%3Agrant-type%3Aapikey&apikey="
 
-    func makeEngine(lifetime: Int = 3600, jwtSecret: String? = nil, keys: Bool = true) throws -> CouchEngine {
+    func makeEngine(lifetime: Int = 3600, jwtSecret: String? = nil, keys: Bool = true) throws -> ServerEngine {
         var options = testOptions()
         if keys {
             options.iamAPIKeys = [
@@ -19,10 +19,10 @@ import Testing
         }
         options.iamTokenLifetime = lifetime
         options.jwtSecret = jwtSecret
-        return try CouchEngine(options: options)
+        return try ServerEngine(options: options)
     }
 
-    func requestToken(_ engine: CouchEngine, form: String) -> EngineReply {
+    func requestToken(_ engine: ServerEngine, form: String) -> EngineReply {
         engine.send(
             "POST", "/_iam/identity/token", body: Data(form.utf8), auth: .anonymous,
             headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")])

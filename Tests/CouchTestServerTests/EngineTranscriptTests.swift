@@ -6,7 +6,7 @@ import Testing
 @testable import CouchStore
 @testable import CouchTestServer
 
-/// Replays the recorded CouchDB transcripts straight against `CouchEngine.handle` (no HTTP) and compares
+/// Replays the recorded CouchDB transcripts straight against `ServerEngine.handle` (no HTTP) and compares
 /// the answers with the rules of the transcripts' README. Steps that need JavaScript are expected to differ.
 struct TranscriptReplayer {
     static let folder: URL? = {
@@ -21,11 +21,11 @@ struct TranscriptReplayer {
     }()
 
     let index: JSON
-    let engine: CouchEngine
+    let engine: ServerEngine
     var responses: [String: JSON] = [:]
     var cookie = ""
 
-    init(engine: CouchEngine) throws {
+    init(engine: ServerEngine) throws {
         self.engine = engine
         index = try JSON.parse(Data(contentsOf: TranscriptReplayer.folder!.appendingPathComponent("index.json")))
     }
@@ -310,9 +310,9 @@ final class CollectingWriter: ChunkWriter, @unchecked Sendable {
 
     @Test func replayAllScenarios() throws {
         guard let folder = TranscriptReplayer.folder else { return }
-        var options = CouchEngine.Options()
+        var options = ServerEngine.Options()
         options.passwordIterations = 600_000
-        let engine = try CouchEngine(options: options)
+        let engine = try ServerEngine(options: options)
         let index = try JSON.parse(Data(contentsOf: folder.appendingPathComponent("index.json")))
         var failures: [String] = []
         var passed = 0

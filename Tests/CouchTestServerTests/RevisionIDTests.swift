@@ -9,7 +9,7 @@ import Testing
 /// `../shared/couchdb-transcripts`: documents.json, changes.json, attachments.json).
 @Suite struct RevisionIDTests {
     @Test func documentWritesGiveCouchDBsRevisions() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/tx_docs")
         func rev(_ reply: EngineReply) -> String? { reply.json["rev"]?.stringValue }
         #expect(
@@ -42,7 +42,7 @@ import Testing
     }
 
     @Test func attachmentWritesGiveCouchDBsRevisions() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/tx_att")
         func rev(_ reply: EngineReply) -> String? { reply.json["rev"]?.stringValue }
         #expect(
@@ -89,7 +89,7 @@ import Testing
     /// CouchDB orders revision ids as it holds them: a 32-digit hex hash as 16 bytes, any other as
     /// its text. So `1-9a…` (byte 0x9a) beats `1-zzz` (byte 0x7a), though "zzz" > "9a…" as text.
     @Test func winnersAndConflictsCompareRevisionIDsAsCouchDBHoldsThem() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         let hex = "1-9a" + String(repeating: "0", count: 30)
         for rev in ["1-zzz", hex] {
@@ -105,7 +105,7 @@ import Testing
 /// Differences a client meets without JavaScript, now as CouchDB 3.5 behaves.
 @Suite struct EngineFidelityTests {
     @Test func malformedRevisionIs400EvenForAMissingDocument() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         engine.send("PUT", "/db/doc", json: ["v": 1])
         for path in ["/db/doc?rev=garbage", "/db/missing?rev=x-1", "/db/doc?rev=1"] {
@@ -116,7 +116,7 @@ import Testing
     }
 
     @Test func compactionRunsInTheBackgroundAndDropsOldBodies() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         let first = engine.send("PUT", "/db/doc", json: ["v": 1]).json["rev"]!.stringValue!
         let second = engine.send("PUT", "/db/doc", json: ["_rev": .string(first), "v": 2]).json["rev"]!.stringValue!
@@ -140,7 +140,7 @@ import Testing
 
 @Suite struct SystemDatabaseTests {
     @Test func usersHasItsAuthDesignDocument() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         let ddoc = engine.send("GET", "/_users/_design/_auth").json
         #expect(ddoc["language"] == "javascript")
         #expect(
@@ -155,7 +155,7 @@ import Testing
 @Suite struct DesignInfoTests {
     /// chttpd_view:handle_temp_view_req answers every method 410 gone (after the database is opened).
     @Test func temporaryViewsAreGone() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         let gone = engine.send("POST", "/db/_temp_view", json: ["map": "function(doc) { emit(null, 1); }"])
         #expect(gone.status == 410)
@@ -165,7 +165,7 @@ import Testing
     }
 
     @Test func designInfoHasCollatorVersions() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         engine.send("PUT", "/db/_design/d", json: ["views": ["v": ["map": "function(doc) { emit(doc._id, 1); }"]]])
         let index = engine.send("GET", "/db/_design/d/_info").json["view_index"]
@@ -184,7 +184,7 @@ import Testing
 /// JavaScript in design documents, run as CouchDB runs it.
 @Suite struct EngineJavaScriptTests {
     @Test func designDocumentsWhoseFunctionsDoNotCompileAreRefused() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         let notAFunction = engine.send("PUT", "/db/_design/a", json: ["views": ["v": ["map": "'not a function'"]]])
         #expect(notAFunction.status == 400)
@@ -201,7 +201,7 @@ import Testing
     }
 
     @Test func validateDocUpdateForbidsAndRequiresAuthorization() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         engine.send(
             "PUT", "/db/_design/rules",
@@ -229,7 +229,7 @@ import Testing
     }
 
     @Test func javascriptReduceWithRereduceAndFilters() throws {
-        let engine = try CouchEngine(options: testOptions())
+        let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
         let docs: [JSON] = (0..<250).map {
             ["_id": .string(String(format: "d%03d", $0)), "n": .int(Int64($0)), "odd": .bool($0 % 2 == 1)]

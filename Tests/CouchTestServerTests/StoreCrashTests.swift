@@ -51,7 +51,7 @@ import Testing
                 }
             }
             // Reopen in this process: it must open, and hold every acknowledged write whole.
-            let engine = try CouchEngine(options: testOptions(dir))
+            let engine = try ServerEngine(options: testOptions(dir))
             defer { engine.close() }
             #expect(engine.send("GET", "/crash").status == 200, "round \(round): the database opens")
             for (id, (v, rev)) in acknowledged {
@@ -139,9 +139,9 @@ import Testing
     @Test func storeCrashChild() throws {
         guard let path = ProcessInfo.processInfo.environment[Self.childVariable] else { return }
         let round = Int(ProcessInfo.processInfo.environment["SWIFTCOUCH_STORE_CRASH_ROUND"] ?? "") ?? 0
-        let engine = try CouchEngine(options: testOptions(URL(fileURLWithPath: path)))
+        let engine = try ServerEngine(options: testOptions(URL(fileURLWithPath: path)))
         if engine.send("GET", "/crash").status == 404 { engine.send("PUT", "/crash") }
-        let db = try #require(engine.database(named: "crash"))
+        let db = try #require(engine.store.database(named: "crash"))
         // Compaction runs again and again beside the writes.
         Thread {
             while true { try? db.compact() }

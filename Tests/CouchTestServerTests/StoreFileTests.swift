@@ -13,7 +13,7 @@ import Testing
         DataDirectory(root: dir).fileURL(for: db)
     }
 
-    private func writeDocs(_ engine: CouchEngine, _ db: String, count: Int, from start: Int = 0) {
+    private func writeDocs(_ engine: ServerEngine, _ db: String, count: Int, from start: Int = 0) {
         let docs = JSON.array((start..<(start + count)).map { i in ["_id": .string("d\(i)"), "n": .int(Int64(i))] })
         #expect(engine.send("POST", "/\(db)/_bulk_docs", json: ["docs": docs]).status == 201)
     }
@@ -21,14 +21,14 @@ import Testing
     @Test func aBulkRequestIsOneDurableSync() throws {
         let dir = makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let engine = try CouchEngine(options: testOptions(dir))
+        let engine = try ServerEngine(options: testOptions(dir))
         engine.send("PUT", "/db")
         let before = StoreFile.syncCount
         writeDocs(engine, "db", count: 1000)
         // Other databases' background writes may sync too, but far fewer than one per document.
         #expect(StoreFile.syncCount - before < 5)
         engine.close()
-        let reopened = try CouchEngine(options: testOptions(dir))
+        let reopened = try ServerEngine(options: testOptions(dir))
         #expect(reopened.send("GET", "/db").json["doc_count"] == 1000)
         #expect(reopened.send("GET", "/db/d999").json["n"] == 999)
     }
@@ -37,7 +37,7 @@ import Testing
         let dir = makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         do {
-            let engine = try CouchEngine(options: testOptions(dir))
+            let engine = try ServerEngine(options: testOptions(dir))
             engine.send("PUT", "/db")
             engine.send("PUT", "/db/a", json: ["big": .string(String(repeating: "x", count: 10_000))])
             engine.send(
@@ -45,8 +45,8 @@ import Testing
                 headers: [("Content-Type", "application/octet-stream")])
             engine.close()
         }
-        let engine = try CouchEngine(options: testOptions(dir))
-        let db = try #require(engine.database(named: "db"))
+        let engine = try ServerEngine(options: testOptions(dir))
+        let db = try #require(engine.store.database(named: "db"))
         let (a, b) = db.withLock { (db.docs["a"]!.winner!, db.docs["b"]!.winner!) }
         guard case .stored = a.storedBody else {
             Issue.record("the body of a was read into memory on open")
@@ -66,14 +66,14 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let url = fileURL(dir, "db")
         do {
-            let engine = try CouchEngine(options: testOptions(dir))
+            let engine = try ServerEngine(options: testOptions(dir))
             engine.send("PUT", "/db")
             writeDocs(engine, "db", count: 3)
             engine.close()
         }
         let committed = try Data(contentsOf: url)
         do {
-            let engine = try CouchEngine(options: testOptions(dir))
+            let engine = try ServerEngine(options: testOptions(dir))
             writeDocs(engine, "db", count: 2, from: 3)
             engine.close()
         }
@@ -82,14 +82,14 @@ import Testing
         // Every cut inside the last group, and garbage after it: the first three documents, never a crash.
         for cut in stride(from: committed.count, to: full.count, by: max(1, (full.count - committed.count) / 40)) {
             try full.prefix(cut).write(to: url)
-            let engine = try CouchEngine(options: testOptions(dir))
+            let engine = try ServerEngine(options: testOptions(dir))
             #expect(engine.send("GET", "/db").json["doc_count"] == 3, "cut at \(cut)")
             #expect(engine.send("GET", "/db/d3").status == 404)
             engine.close()
             #expect(try Data(contentsOf: url).count == committed.count, "the torn end was cut off")
         }
         try (full + Data(repeating: 0, count: 100)).write(to: url)
-        let engine = try CouchEngine(options: testOptions(dir))
+        let engine = try ServerEngine(options: testOptions(dir))
         #expect(engine.send("GET", "/db").json["doc_count"] == 5)
     }
 
@@ -98,7 +98,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let url = fileURL(dir, "db")
         do {
-            let engine = try CouchEngine(options: testOptions(dir))
+            let engine = try ServerEngine(options: testOptions(dir))
             engine.send("PUT", "/db")
             engine.send("PUT", "/db/first", json: ["v": "first-document-body"])
             engine.send("PUT", "/db/second", json: ["v": 2])
@@ -109,7 +109,7 @@ import Testing
         let at = try #require(bytes.range(of: marker)).lowerBound
         bytes[at] ^= 0xFF
         try bytes.write(to: url)
-        let engine = try CouchEngine(options: testOptions(dir))
+        let engine = try ServerEngine(options: testOptions(dir))
         let answer = engine.send("GET", "/db/first")
         #expect(answer.status == 500)
         #expect(answer.json["error"] == "file_error")
@@ -124,7 +124,7 @@ import Testing
         let url = fileURL(dir, "db")
         let payload = Data((0..<5000).map { UInt8($0 % 251) })
         do {
-            let engine = try CouchEngine(options: testOptions(dir))
+            let engine = try ServerEngine(options: testOptions(dir))
             engine.send("PUT", "/db")
             engine.send("PUT", "/db/a/f.bin", body: payload, headers: [("Content-Type", "application/octet-stream")])
             engine.send("PUT", "/db/later", json: [:])
@@ -134,7 +134,7 @@ import Testing
         let at = try #require(bytes.range(of: payload.prefix(64))).lowerBound + 100
         bytes[at] ^= 0x55
         try bytes.write(to: url)
-        let engine = try CouchEngine(options: testOptions(dir))
+        let engine = try ServerEngine(options: testOptions(dir))
         let answer = engine.send("GET", "/db/a/f.bin")
         #expect(answer.status == 500)
         #expect(answer.data != payload)
@@ -146,7 +146,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         try DataDirectory(root: dir).prepare()
         try Data("hello, not a database".utf8).write(to: fileURL(dir, "db"))
-        let engine = try CouchEngine(options: testOptions(dir))
+        let engine = try ServerEngine(options: testOptions(dir))
         #expect(engine.send("GET", "/db").status == 500)
     }
 
@@ -154,7 +154,7 @@ import Testing
         let dir = makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let url = fileURL(dir, "db")
-        let engine = try CouchEngine(options: testOptions(dir))
+        let engine = try ServerEngine(options: testOptions(dir))
         engine.send("PUT", "/db")
         var revs: [String: String] = [:]
         for i in 0..<50 {
@@ -181,12 +181,12 @@ import Testing
         engine.send("DELETE", "/db/d0?rev=\(revs["d0"]!)")
         let infoBefore = engine.send("GET", "/db").json
         let sizeBefore = try Data(contentsOf: url).count
-        let db = try #require(engine.database(named: "db"))
+        let db = try #require(engine.store.database(named: "db"))
         try db.compact()
         let sizeAfter = try Data(contentsOf: url).count
         // Three bodies of four are garbage: the file keeps about a third of its size (42 % here).
         #expect(sizeAfter * 100 <= sizeBefore * 50, "\(sizeAfter) of \(sizeBefore)")
-        func check(_ engine: CouchEngine) {
+        func check(_ engine: ServerEngine) {
             let info = engine.send("GET", "/db").json
             #expect(info["doc_count"] == infoBefore["doc_count"])
             #expect(info["doc_del_count"] == infoBefore["doc_del_count"])
@@ -204,7 +204,7 @@ import Testing
         // Writes go on after the swap and survive a restart.
         #expect(engine.send("PUT", "/db/after", json: [:]).status == 201)
         engine.close()
-        let reopened = try CouchEngine(options: testOptions(dir))
+        let reopened = try ServerEngine(options: testOptions(dir))
         #expect(reopened.send("GET", "/db/after").status == 200)
         reopened.send("DELETE", "/db/after?rev=\(reopened.send("GET", "/db/after").json["_rev"]!.stringValue!)")
         // The deletion added one change, so compare what does not move.
@@ -215,10 +215,10 @@ import Testing
     @Test func writesDuringCompactionAreKept() async throws {
         let dir = makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let engine = try CouchEngine(options: testOptions(dir))
+        let engine = try ServerEngine(options: testOptions(dir))
         engine.send("PUT", "/db")
         writeDocs(engine, "db", count: 2000)
-        let db = try #require(engine.database(named: "db"))
+        let db = try #require(engine.store.database(named: "db"))
         let writer = Task.detached {
             for i in 0..<200 {
                 _ = engine.send("PUT", "/db/late\(i)", json: ["i": .int(Int64(i))])
@@ -228,7 +228,7 @@ import Testing
         await writer.value
         try db.compact()
         engine.close()
-        let reopened = try CouchEngine(options: testOptions(dir))
+        let reopened = try ServerEngine(options: testOptions(dir))
         #expect(reopened.send("GET", "/db").json["doc_count"] == 2200)
         #expect(reopened.send("GET", "/db/late199").json["i"] == 199)
         #expect(reopened.send("GET", "/db/d1999").json["n"] == 1999)

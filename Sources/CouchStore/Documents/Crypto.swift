@@ -3,7 +3,7 @@ import Foundation
 /// The few hash functions the engine needs (no crypto library is available on Linux):
 /// MD5 for revision ids and attachment digests, SHA-256 for cookie signatures and PBKDF2 password hashes,
 /// CRC-32 for gzip and shard placement.
-enum Crypto {
+package enum Crypto {
     // MARK: MD5
 
     private static let md5Shifts: [UInt32] = [
@@ -16,7 +16,7 @@ enum Crypto {
         UInt32(truncatingIfNeeded: Int64(abs(sin(Double($0 + 1))) * 4294967296.0))
     }
 
-    static func md5(_ data: Data) -> Data {
+    package static func md5(_ data: Data) -> Data {
         var state: (UInt32, UInt32, UInt32, UInt32) = (0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476)
         let fullBlocks = data.count / 64
         md5K.withUnsafeBufferPointer { kp in
@@ -299,7 +299,7 @@ enum Crypto {
         return SHA256State(state)
     }
 
-    static func sha256(_ data: Data) -> Data {
+    package static func sha256(_ data: Data) -> Data {
         data.withUnsafeBytes { sha256(from: .initial, absorbed: 0, $0) }.digest
     }
 
@@ -339,7 +339,7 @@ enum Crypto {
         }
     }
 
-    static func hmacSHA256(key: Data, message: Data) -> Data {
+    package static func hmacSHA256(key: Data, message: Data) -> Data {
         HMACSHA256(key: key).authenticate(message)
     }
 
@@ -348,7 +348,7 @@ enum Crypto {
     /// Each iteration is exactly two compressions: the HMAC's key-pad states are computed once, and the
     /// 32-byte U value with its fixed padding (total length 64 + 32 bytes) forms one block that is set up
     /// once, so the loop only copies eight words in and out.
-    static func pbkdf2SHA256(password: Data, salt: Data, iterations: Int) -> Data {
+    package static func pbkdf2SHA256(password: Data, salt: Data, iterations: Int) -> Data {
         let mac = HMACSHA256(key: password)
         // U1 = HMAC(password, salt || INT(1))
         let u1 = mac.authenticate(salt + Data([0, 0, 0, 1]))
@@ -421,7 +421,7 @@ enum Crypto {
 
     // MARK: Encodings
 
-    static func hex(_ data: Data) -> String {
+    package static func hex(_ data: Data) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
         out.reserveCapacity(data.count * 2)
@@ -432,7 +432,7 @@ enum Crypto {
         return String(decoding: out, as: UTF8.self)
     }
 
-    static func fromHex(_ text: String) -> Data? {
+    package static func fromHex(_ text: String) -> Data? {
         let chars = Array(text.utf8)
         guard chars.count % 2 == 0 else { return nil }
         var out = Data(capacity: chars.count / 2)
@@ -453,12 +453,12 @@ enum Crypto {
         return out
     }
 
-    static func base64URL(_ data: Data) -> String {
+    package static func base64URL(_ data: Data) -> String {
         data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
     }
 
-    static func fromBase64URL(_ text: String) -> Data? {
+    package static func fromBase64URL(_ text: String) -> Data? {
         var s = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         guard s.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "+" || $0 == "/" || $0 == "=") }) else {
             return nil
@@ -468,13 +468,13 @@ enum Crypto {
         return Data(base64Encoded: s)
     }
 
-    static func randomBytes(_ count: Int) -> Data {
+    package static func randomBytes(_ count: Int) -> Data {
         var g = SystemRandomNumberGenerator()
         return Data((0..<count).map { _ in UInt8.random(in: 0...255, using: &g) })
     }
 
     /// An opaque, upper-case base-36 token (25 characters) as CouchDB uses for ETags it does not derive from a rev.
-    static func opaqueToken(_ text: String) -> String {
+    package static func opaqueToken(_ text: String) -> String {
         let digest = [UInt8](md5(Data(text.utf8)))
         let alphabet = Array("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")
         var value = digest

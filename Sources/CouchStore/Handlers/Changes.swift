@@ -130,7 +130,7 @@ extension CouchEngine {
     }
 
     func javascriptNotSupported(_ what: String) -> CouchError {
-        CouchError(501, "not_implemented", "The TestServer does not run JavaScript: \(what) needs a CouchDB server")
+        CouchError(501, "not_implemented", "The engine does not run JavaScript: \(what) needs a CouchDB server")
     }
 
     /// Where a feed starts (lock held): the shard positions `args.since` names, or now.

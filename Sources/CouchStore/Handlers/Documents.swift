@@ -156,7 +156,8 @@ extension CouchEngine {
         }
     }
 
-    /// Extra rules for writes: design documents need a db admin, `_users` documents are validated and hashed.
+    /// Extra rules for writes: design documents need a db admin and must compile, then `validate_doc_update` and the
+    /// host's rules (the TestServer's `_users` documents).
     func prepareWrite(_ doc: inout ParsedDoc, id: String, db: Database, user: UserContext) throws(CouchError) {
         if id.hasPrefix("_design/") {
             let security = db.withLock { db.security }
@@ -178,8 +179,10 @@ extension CouchEngine {
         if !id.hasPrefix("_local/") {
             try runValidations(db, id: id, doc: doc, user: user)
         }
-        if db.name == "_users", !id.hasPrefix("_design/"), !doc.deleted {
-            try validateUserDoc(&doc, id: id)
+        if let host {
+            var body = doc.body
+            try host.beforeDocumentUpdate(DatabaseHandle(db), id: id, deleted: doc.deleted, body: &body, user: user)
+            doc.body = body
         }
     }
 
@@ -209,36 +212,6 @@ extension CouchEngine {
             }
         }
         return stack.isEmpty
-    }
-
-    private func validateUserDoc(_ doc: inout ParsedDoc, id: String) throws(CouchError) {
-        let body = doc.body
-        func forbid(_ reason: String) -> CouchError { CouchError(403, "forbidden", reason) }
-        guard body["type"]?.stringValue == "user" else { throw forbid("doc.type must be user") }
-        guard let name = body["name"]?.stringValue, !name.isEmpty else { throw forbid("doc.name is required") }
-        guard let roles = body["roles"] else { throw forbid("doc.roles must exist") }
-        guard let roleList = roles.arrayValue else { throw forbid("doc.roles must be an array") }
-        guard roleList.allSatisfy({ $0.stringValue != nil }) else { throw forbid("doc.roles can only contain strings") }
-        guard id == "org.couchdb.user:" + name else { throw forbid("Doc ID must be of the form org.couchdb.user:name") }
-        if name.hasPrefix("_") { throw forbid("Username may not start with underscore.") }
-        if let password = body["password"] {
-            guard let plain = password.stringValue else { throw forbid("doc.password must be a string") }
-            let salt = Crypto.hex(Crypto.randomBytes(16))
-            let iterations = max(options.passwordIterations, 1)
-            let derived = Crypto.hex(
-                Crypto.pbkdf2SHA256(password: Data(plain.utf8), salt: Data(salt.utf8), iterations: iterations))
-            sessions.cacheVerification(passwordCacheKey(name: name, salt: salt, password: plain), derivedKey: derived)
-            var pairs: [(String, JSON)] = [
-                ("password_scheme", "pbkdf2"), ("pbkdf2_prf", "sha256"), ("salt", .string(salt)),
-                ("iterations", .int(Int64(iterations))), ("derived_key", .string(derived)),
-            ]
-            let hashFields: Set<String> = [
-                "password", "password_scheme", "pbkdf2_prf", "salt", "iterations", "derived_key",
-                "password_sha",
-            ]
-            pairs.append(contentsOf: body.members.filter { !hashFields.contains($0.0) })
-            doc.body = .object(pairs)
-        }
     }
 
     // MARK: - Rendering

@@ -3,16 +3,18 @@ import CouchGzip
 import Foundation
 import HTTPWire
 
-/// An error CouchDB reports as `{"error": …, "reason": …}` with an HTTP status.
-struct CouchError: Error {
-    var status: Int
-    var error: String
-    var reason: String
-    var headers: [(String, String)] = []
+/// An error CouchDB reports as `{"error": …, "reason": …}` with an HTTP status. The engine's code (and the
+/// TestServer's) calls it `CouchError`, an internal alias; its own name never clashes with SwiftCouch's public
+/// `CouchError` in code that imports both.
+package struct EngineError: Error {
+    package var status: Int
+    package var error: String
+    package var reason: String
+    package var headers: [(String, String)] = []
     /// Extra members after `reason` (CouchDB's numeric `ref` on some 500s and 400s).
-    var extra: [(String, JSON)] = []
+    package var extra: [(String, JSON)] = []
 
-    init(
+    package init(
         _ status: Int, _ error: String, _ reason: String, headers: [(String, String)] = [], extra: [(String, JSON)] = []
     ) {
         self.status = status
@@ -22,25 +24,30 @@ struct CouchError: Error {
         self.extra = extra
     }
 
-    static func badRequest(_ reason: String) -> CouchError { CouchError(400, "bad_request", reason) }
-    static func notFound(_ reason: String = "missing") -> CouchError { CouchError(404, "not_found", reason) }
-    static let conflict = CouchError(409, "conflict", "Document update conflict.")
-    static let dbNotFound = CouchError(404, "not_found", "Database does not exist.")
-    static let invalidJSON = CouchError(400, "bad_request", "invalid UTF-8 JSON")
-    static let notServerAdmin = CouchError(401, "unauthorized", "You are not a server admin.")
-    static let shuttingDown = CouchError(503, "service_unavailable", "The TestServer engine is closed.")
-    static let badContentType = CouchError(415, "bad_content_type", "Content-Type must be application/json")
-    static func methodNotAllowed(_ allowed: String) -> CouchError {
-        CouchError(405, "method_not_allowed", "Only \(allowed) allowed", headers: [("Allow", allowed)])
+    package static func badRequest(_ reason: String) -> EngineError { EngineError(400, "bad_request", reason) }
+    package static func notFound(_ reason: String = "missing") -> EngineError { EngineError(404, "not_found", reason) }
+    package static let conflict = EngineError(409, "conflict", "Document update conflict.")
+    package static let dbNotFound = EngineError(404, "not_found", "Database does not exist.")
+    package static let invalidJSON = EngineError(400, "bad_request", "invalid UTF-8 JSON")
+    package static let notServerAdmin = EngineError(401, "unauthorized", "You are not a server admin.")
+    package static let shuttingDown = EngineError(503, "service_unavailable", "The engine is closed.")
+    package static let badContentType = EngineError(415, "bad_content_type", "Content-Type must be application/json")
+    package static func methodNotAllowed(_ allowed: String) -> EngineError {
+        EngineError(405, "method_not_allowed", "Only \(allowed) allowed", headers: [("Allow", allowed)])
     }
-    static func queryParse(_ reason: String) -> CouchError { CouchError(400, "query_parse_error", reason) }
+    package static func queryParse(_ reason: String) -> EngineError { EngineError(400, "query_parse_error", reason) }
     /// A random-looking `ref` number, as CouchDB adds to some errors.
-    static func ref() -> (String, JSON) { ("ref", .int(Int64.random(in: 100_000_000...2_000_000_000))) }
+    package static func ref() -> (String, JSON) { ("ref", .int(Int64.random(in: 100_000_000...2_000_000_000))) }
 }
 
+/// The engine's error, by the name its code uses.
+typealias CouchError = EngineError
+
 /// Helpers to build responses the way CouchDB sends them.
-enum Reply {
-    static func json(_ status: Int, _ value: JSON, headers: [(String, String)] = [], cache: String = "must-revalidate")
+package enum Reply {
+    package static func json(
+        _ status: Int, _ value: JSON, headers: [(String, String)] = [], cache: String = "must-revalidate"
+    )
         -> ServerResponse
     {
         var h = HTTPHeaders()
@@ -51,7 +58,9 @@ enum Reply {
     }
 
     /// A JSON body already serialised (streamed row formats), with `\n` appended by the caller.
-    static func text(_ status: Int, _ text: String, headers: [(String, String)] = [], cache: String = "must-revalidate")
+    package static func text(
+        _ status: Int, _ text: String, headers: [(String, String)] = [], cache: String = "must-revalidate"
+    )
         -> ServerResponse
     {
         var h = HTTPHeaders()
@@ -61,13 +70,13 @@ enum Reply {
         return ServerResponse(status: status, headers: h, body: .data(Data(text.utf8)))
     }
 
-    static func error(_ e: CouchError) -> ServerResponse {
+    package static func error(_ e: EngineError) -> ServerResponse {
         var pairs: [(String, JSON)] = [("error", .string(e.error)), ("reason", .string(e.reason))]
         pairs.append(contentsOf: e.extra)
         return json(e.status, .object(pairs), headers: e.headers)
     }
 
-    static let ok: JSON = ["ok": true]
+    package static let ok: JSON = ["ok": true]
 }
 
 // MARK: - Request helpers
@@ -154,7 +163,7 @@ extension ServerRequest {
         return i
     }
 
-    var contentTypeIsJSON: Bool {
+    package var contentTypeIsJSON: Bool {
         guard let ct = headers["Content-Type"] else { return false }
         return ct.lowercased().split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces) }
             == "application/json"
@@ -162,7 +171,7 @@ extension ServerRequest {
 
     /// The body parsed as JSON, or CouchDB's 400 when it is not JSON. A `Content-Encoding: gzip` body is
     /// decompressed first (see `decodedBody()`).
-    func jsonBody() throws(CouchError) -> JSON {
+    package func jsonBody() throws(EngineError) -> JSON {
         let data = try decodedBody()
         do {
             return try JSON.parse(data)
@@ -194,14 +203,16 @@ extension ServerRequest {
     }
 
     /// The body parsed as a JSON object, with CouchDB's errors.
-    func jsonObjectBody(_ notObjectReason: String = "Request body must be a JSON object") throws(CouchError) -> JSON {
+    package func jsonObjectBody(_ notObjectReason: String = "Request body must be a JSON object") throws(EngineError)
+        -> JSON
+    {
         let value = try jsonBody()
         guard case .object = value else { throw CouchError.badRequest(notObjectReason) }
         return value
     }
 
     /// The absolute base URL of this server as the client sees it, from the Host header.
-    var baseURL: String {
+    package var baseURL: String {
         let host = headers["Host"] ?? "127.0.0.1:5984"
         return "http://\(host)"
     }
@@ -224,53 +235,16 @@ func encodeDocIDForLocation(_ id: String) -> String {
 
 extension JSON {
     /// The members of an object, or an empty list.
-    var members: [(String, JSON)] { objectValue ?? [] }
+    package var members: [(String, JSON)] { objectValue ?? [] }
 
     /// An object built from pairs.
     static func obj(_ pairs: [(String, JSON)]) -> JSON { .object(pairs) }
 
     /// True for an object.
-    var isObject: Bool {
+    package var isObject: Bool {
         if case .object = self { return true }
         return false
     }
-}
-
-/// The wall clock in seconds (a seam for tests of cookie expiry).
-final class Clock: @unchecked Sendable {
-    // Safe: `offset` is only read and written under `lock`.
-    private let lock = NSLock()
-    private var offset: TimeInterval = 0
-
-    var now: TimeInterval {
-        lock.lock()
-        defer { lock.unlock() }
-        return Date().timeIntervalSince1970 + offset
-    }
-
-    func advance(by seconds: TimeInterval) {
-        lock.lock()
-        offset += seconds
-        lock.unlock()
-    }
-}
-
-/// Formats dates as CouchDB's cookies do: `Sun, 22-Nov-2026 07:15:00 GMT`.
-func cookieDate(_ time: TimeInterval) -> String {
-    let f = DateFormatter()
-    f.locale = Locale(identifier: "en_US_POSIX")
-    f.timeZone = TimeZone(identifier: "GMT")
-    f.dateFormat = "EEE, dd-MMM-yyyy HH:mm:ss 'GMT'"
-    return f.string(from: Date(timeIntervalSince1970: time))
-}
-
-/// Formats dates as HTTP does: `Sun, 22 Nov 2026 07:05:00 GMT`.
-func httpDate(_ time: TimeInterval) -> String {
-    let f = DateFormatter()
-    f.locale = Locale(identifier: "en_US_POSIX")
-    f.timeZone = TimeZone(identifier: "GMT")
-    f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-    return f.string(from: Date(timeIntervalSince1970: time))
 }
 
 /// Compares document ids by raw Unicode code points, as `_all_docs` orders them.

@@ -1,7 +1,7 @@
 import Foundation
 import HTTPWire
 
-/// One HTTP request as the TestServer's handlers see it: the head parsed, the body read whole.
+/// One request to the engine, in HTTP's terms (as the TestServer receives it): the head parsed, the body read whole.
 public struct ServerRequest: Sendable {
     /// The method as sent (`GET`, `PUT`, `COPY`, ...).
     public var method: String
@@ -85,10 +85,4 @@ public struct ServerResponse: Sendable {
         self.headers = headers
         self.body = body
     }
-}
-
-/// What the HTTP layer calls for each request. Implementations must be safe to call from many
-/// connection threads at once.
-public protocol RequestHandler: Sendable {
-    func handle(_ request: ServerRequest) -> ServerResponse
 }

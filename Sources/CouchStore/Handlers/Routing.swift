@@ -53,10 +53,6 @@ extension CouchEngine {
             return Reply.json(
                 200, ["uuids": .array(list)],
                 headers: [("ETag", "\"\(Crypto.opaqueToken(list.description))\"")], cache: "no-cache")
-        case "_session":
-            return try handleSession(ctx)
-        case "_iam":
-            return try iamToken(ctx)
         case "_all_dbs":
             try requireServerAdmin(ctx.user)
             try requireMethods(ctx, "GET,HEAD")
@@ -70,24 +66,6 @@ extension CouchEngine {
             try requireServerAdmin(ctx.user)
             try requireMethods(ctx, "GET,HEAD")
             return Reply.json(200, [])
-        case "_membership":
-            try requireServerAdmin(ctx.user)
-            try requireMethods(ctx, "GET,HEAD")
-            let nodes = JSON.array(cluster.nodeNames.map(JSON.string))
-            return Reply.json(200, ["all_nodes": nodes, "cluster_nodes": nodes])
-        case "_scheduler":
-            try requireServerAdmin(ctx.user)
-            try requireMethods(ctx, "GET,HEAD")
-            return try schedulerEndpoint(ctx)
-        case "_replicate":
-            if ctx.user.isAnonymous { throw CouchError.notServerAdmin }
-            return try replicate(ctx)
-        case "_node":
-            try requireServerAdmin(ctx.user)
-            return try nodeEndpoint(ctx)
-        case "_db_updates":
-            try requireServerAdmin(ctx.user)
-            return try dbUpdates(ctx)
         default:
             try requireServerAdmin(ctx.user)
             if ctx.segments.count == 1, ctx.method == "PUT" { try validateDatabaseName(name) }
@@ -246,11 +224,11 @@ extension CouchEngine {
         try validateDatabaseName(name)
         let request = ctx.request
         let partitioned = request.flag("partitioned")
-        // `?q=`, else the node's `[cluster] q` (set through _config), else CouchDB 3's default of 2.
-        let configuredQ = node.withLock { node.config["cluster"]?["q"] }.flatMap { Int($0) }
-        let q = Int(request.queryValue("q") ?? "") ?? configuredQ ?? 2
-        // `?n=` (at most one copy per node), else 3 on a cluster (CouchDB's default), 1 alone.
-        let n = min(Int(request.queryValue("n") ?? "") ?? cluster.defaultCopies, cluster.nodeNames.count)
+        // `?q=`, else the host's default (a node's `[cluster] q`), else CouchDB 3's default of 2; `?n=` (at most one
+        // copy per node), else the host's default (3 on a cluster, as CouchDB's), 1 alone.
+        let defaults = host?.placementDefaults() ?? (q: 2, n: 1, maxCopies: 1)
+        let q = Int(request.queryValue("q") ?? "") ?? defaults.q
+        let n = min(Int(request.queryValue("n") ?? "") ?? defaults.n, defaults.maxCopies)
         guard q > 0 else { throw CouchError.badRequest("`q` must be a positive integer") }
         switch createDatabase(name: name, partitioned: partitioned, q: q, n: n) {
         case .success:
@@ -314,8 +292,8 @@ extension CouchEngine {
 }
 
 /// CouchDB's opaque clustered sequences, `N-g1AAAA…`: the number before the dash is what we use.
-enum SequenceToken {
-    static func encode(_ n: Int, db: String, purge: Bool = false) -> String {
+package enum SequenceToken {
+    package static func encode(_ n: Int, db: String, purge: Bool = false) -> String {
         var bytes = Data([0x83, 0x6c, 0x00, 0x00, 0x00, 0x01])
         bytes.append(Crypto.md5(Data((db + (purge ? "#purge" : "")).utf8)).prefix(8))
         var v = UInt64(n)
@@ -368,7 +346,7 @@ enum SequenceToken {
     }
 
     /// Parses a `since`-style value: `0`, an integer, `now` (nil here), or `N-opaque`.
-    static func decode(_ text: String) -> Int? {
+    package static func decode(_ text: String) -> Int? {
         if let n = Int(text), n >= 0 { return n }
         guard let dash = text.firstIndex(of: "-"), let n = Int(text[..<dash]), n >= 0 else { return nil }
         let rest = text[text.index(after: dash)...]
@@ -390,7 +368,11 @@ extension CouchEngine {
             let end = index == q - 1 ? UInt64(0xFFFF_FFFF) : start + width - 1
             return String(format: "%08x-%08x", start, end)
         }
-        func nodes(_ shard: Int) -> JSON { .array(cluster.nodes(ofShard: shard, copies: db.n).map(JSON.string)) }
+        let host = self.host
+        func nodes(_ shard: Int) -> JSON {
+            let names = host?.nodes(ofShard: shard, copies: db.n) ?? [Self.singleNodeName]
+            return .array(names.map(JSON.string))
+        }
         if let id = rest.first {
             let shard = db.withLock { db.shard(of: id) }
             return Reply.json(200, ["range": .string(range(shard)), "nodes": nodes(shard)])

@@ -125,7 +125,7 @@ extension CouchEngine {
             }
             return Reply.json(200, deletion.response)
         case ("POST", 3) where segments[2] == "_bulk_delete":
-            throw CouchError(501, "not_implemented", "The TestServer does not support _index/_bulk_delete")
+            throw CouchError(501, "not_implemented", "The engine does not support _index/_bulk_delete")
         default:
             if segments.count == 2 { throw CouchError.methodNotAllowed("GET,POST") }
             throw CouchError.methodNotAllowed("DELETE")
@@ -175,7 +175,7 @@ extension CouchEngine {
         case "_rewrite":
             let exists = db.withLock { db.docs[ddocID]?.isDeleted == false }
             guard exists else { throw CouchError.notFound("missing") }
-            throw CouchError(501, "not_implemented", "The TestServer does not emulate _rewrite")
+            throw CouchError(501, "not_implemented", "The engine does not emulate _rewrite")
         default:
             return try attachmentEndpoint(ctx, db, docID: ddocID, name: rest.joined(separator: "/"))
         }

@@ -22,7 +22,7 @@ public final class TestServer: @unchecked Sendable {
         /// The port to listen on (127.0.0.1 only); 0 picks a free one. Defaults to 0.
         public var port: Int
         /// The options the CouchDB engine gets (admin, session timeout, data directory, ...).
-        public var engineOptions: CouchEngine.Options
+        public var engineOptions: ServerEngine.Options
         /// The seed for faults that hit a fraction of requests. Defaults to 0.
         public var faultSeed: UInt64
         /// The largest request body accepted (413 beyond). Defaults to 300 MiB.
@@ -40,7 +40,7 @@ public final class TestServer: @unchecked Sendable {
             maxRequestBodySize: Int = 300 * 1024 * 1024, handler: (any RequestHandler)? = nil
         ) {
             self.port = port
-            var options = CouchEngine.Options()
+            var options = ServerEngine.Options()
             options.adminName = adminName
             options.adminPassword = adminPassword
             options.sessionTimeout = sessionTimeout
@@ -149,7 +149,7 @@ public final class TestServer: @unchecked Sendable {
 
     private let lock = NSLock()
     private var http: HTTPServer?
-    private var _engine: CouchEngine?
+    private var _engine: ServerEngine?
     private var _port = 0
     private var running = false
     let counter = RequestCounter()
@@ -189,7 +189,7 @@ public final class TestServer: @unchecked Sendable {
     public var adminPassword: String { configuration.adminPassword }
 
     /// The CouchDB engine answering requests (a new one after `restart()`).
-    public var engine: CouchEngine {
+    public var engine: ServerEngine {
         lock.lock()
         defer { lock.unlock() }
         return _engine!
@@ -254,7 +254,7 @@ public final class TestServer: @unchecked Sendable {
     }
 
     private func launch(port: Int) throws {
-        let engine = try CouchEngine(options: configuration.engineOptions)
+        let engine = try ServerEngine(options: configuration.engineOptions)
         let handler: any RequestHandler = configuration.handler ?? engine
         stopSignal.reset()
         let dispatch = Self.makeDispatch(handler: handler, faults: faults, counter: counter, stopSignal: stopSignal)

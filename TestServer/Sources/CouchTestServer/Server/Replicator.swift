@@ -1,4 +1,5 @@
 import CouchQuery
+import CouchStore
 import Foundation
 
 /// Replication jobs: continuous `_replicate` requests and `_replicator` documents, as `_scheduler` lists them.
@@ -66,7 +67,7 @@ final class ReplicationScheduler: @unchecked Sendable {
     }
 }
 
-extension CouchEngine {
+extension ServerEngine {
     /// A stable replication id for a source/target pair (and options that change what is replicated).
     func replicationID(_ body: JSON) -> String {
         let parts = [
@@ -98,7 +99,7 @@ extension CouchEngine {
     /// Starts a continuous job: replicates now, then again after every change of the source, until cancelled,
     /// the engine closes or a database goes away.
     func startContinuousReplication(
-        id: String, docID: String?, body: JSON, source: Database, target: Database,
+        id: String, docID: String?, body: JSON, source: DatabaseHandle, target: DatabaseHandle,
         docIDs: [String]?
     ) {
         let now = isoNow()
@@ -114,7 +115,7 @@ extension CouchEngine {
             var checked = 0
             var written = 0
             while engine.scheduler.isCurrent(id, generation: generation), !engine.isClosed {
-                let stats = engine.replicateOnce(source, target, docIDs: docIDs, since: since)
+                let stats = engine.store.replicateOnce(source, target, docIDs: docIDs, since: since)
                 since = stats.lastSeq
                 checked += stats.missingChecked
                 written += stats.written
@@ -125,14 +126,9 @@ extension CouchEngine {
                     ]
                     $0.lastUpdated = engine.isoNow()
                 }
-                let gone: Bool = source.withLock {
-                    let deadline = Date().addingTimeInterval(0.5)
-                    while source.updateSeq == since, !source.isDeleted, !engine.isClosed, Date() < deadline {
-                        _ = source.cond.wait(until: deadline)
-                    }
-                    return source.isDeleted
-                }
-                if gone || target.withLock({ target.isDeleted }) {
+                let sourceThere = source.waitForUpdate(
+                    after: since, until: Date().addingTimeInterval(0.5), unless: { engine.isClosed })
+                if !sourceThere || target.isDeleted {
                     engine.scheduler.update(id, generation: generation) { $0.state = "crashing" }
                     return
                 }
@@ -144,13 +140,9 @@ extension CouchEngine {
 
     /// Reacts to a write in `_replicator`: runs the replication the document describes (one-shot jobs record
     /// `_replication_state` in the document when they finish, as CouchDB does).
-    func replicatorDocumentChanged(_ db: Database, id: String) {
+    func replicatorDocumentChanged(_ db: DatabaseHandle, id: String) {
         if id.hasPrefix("_design/") { return }
-        let doc: JSON? = db.withLock {
-            guard let winner = db.docs[id]?.winner, !winner.deleted else { return nil }
-            return winner.body
-        }
-        guard let doc else {
+        guard let doc = db.winningBody(id) else {
             scheduler.cancel(docID: id)
             return
         }
@@ -159,9 +151,9 @@ extension CouchEngine {
         let now = isoNow()
         let source = displayEndpoint(doc["source"])
         let target = displayEndpoint(doc["target"])
-        let databases: (Database, Database)
+        let databases: (DatabaseHandle, DatabaseHandle)
         do {
-            databases = try replicationDatabases(doc)
+            databases = try store.replicationDatabases(doc)
         } catch {
             let generation = scheduler.register(
                 ReplicationScheduler.Entry(
@@ -179,7 +171,7 @@ extension CouchEngine {
                 id: repID, docID: id, body: doc, source: databases.0, target: databases.1, docIDs: docIDs)
             return
         }
-        let stats = replicateOnce(databases.0, databases.1, docIDs: docIDs)
+        let stats = store.replicateOnce(databases.0, databases.1, docIDs: docIDs)
         let info: JSON = .object([
             ("revisions_checked", .int(Int64(stats.missingChecked))),
             ("missing_revisions_found", .int(Int64(stats.missingFound))),
@@ -194,21 +186,19 @@ extension CouchEngine {
         recordReplicationState(db, id: id, state: "completed", extra: [("_replication_stats", info)])
     }
 
-    private func recordReplicationState(_ db: Database, id: String, state: String, extra: [(String, JSON)]) {
-        try? db.withLock { () throws(CouchError) in
-            guard let winner = db.docs[id]?.winner, !winner.deleted else { return }
-            var body = winner.body ?? [:]
-            body = body.setting("_replication_state", .string(state))
-            body = body.setting("_replication_state_time", .string(isoNow()))
+    private func recordReplicationState(_ db: DatabaseHandle, id: String, state: String, extra: [(String, JSON)]) {
+        let time = isoNow()
+        try? db.amendWinningDocument(id) { body in
+            var body = body.setting("_replication_state", .string(state))
+            body = body.setting("_replication_state_time", .string(time))
             for (k, v) in extra { body = body.setting(k, v) }
-            try db.updateInteractive(
-                id: id, baseRev: winner.rev, deleted: false, body: body, attachments: winner.atts.map { .keep($0) })
+            return body
         }
     }
 
     // MARK: - /_scheduler
 
-    func schedulerEndpoint(_ ctx: RequestContext) throws(CouchError) -> ServerResponse {
+    func schedulerEndpoint(_ ctx: ServerContext) throws(CouchError) -> ServerResponse {
         let segments = ctx.segments
         let request = ctx.request
         let skip = Int(request.queryValue("skip") ?? "") ?? 0
@@ -268,5 +258,52 @@ extension CouchEngine {
         default:
             throw CouchError.notFound("missing")
         }
+    }
+
+    // MARK: - /_replicate (between databases of this server)
+
+    func replicate(_ ctx: ServerContext) throws(CouchError) -> ServerResponse {
+        guard ctx.method == "POST" else { throw CouchError.methodNotAllowed("POST") }
+        guard ctx.request.contentTypeIsJSON else { throw CouchError.badContentType }
+        let body = try ctx.request.jsonObjectBody()
+        if body["cancel"]?.boolValue == true {
+            let id = body["replication_id"]?.stringValue ?? body["id"]?.stringValue ?? replicationID(body)
+            guard scheduler.cancel(id) else { throw CouchError.notFound("missing") }
+            return Reply.json(200, ["ok": true, "_local_id": .string(id)])
+        }
+        let (sourceDB, targetDB) = try store.replicationDatabases(body)
+        let docIDs = body["doc_ids"]?.arrayValue?.compactMap(\.stringValue)
+        if body["continuous"]?.boolValue == true {
+            let id = replicationID(body)
+            startContinuousReplication(
+                id: id, docID: nil, body: body, source: sourceDB, target: targetDB, docIDs: docIDs)
+            return Reply.json(202, ["ok": true, "_local_id": .string(id)])
+        }
+        let startTime = httpDate(Date(timeIntervalSince1970: clock.now))
+        let stats = store.replicateOnce(sourceDB, targetDB, docIDs: docIDs)
+        let (missingChecked, missingFound, written, failures, lastSeq) =
+            (stats.missingChecked, stats.missingFound, stats.written, stats.failures, stats.lastSeq)
+        let sessionID = Crypto.hex(Crypto.randomBytes(16))
+        let endTime = httpDate(Date(timeIntervalSince1970: clock.now))
+        let seq = JSON.string(sourceDB.sequenceToken(atGlobal: lastSeq))
+        let history: JSON = .object([
+            ("session_id", .string(sessionID)), ("start_time", .string(startTime)), ("end_time", .string(endTime)),
+            ("start_last_seq", 0), ("end_last_seq", seq), ("recorded_seq", seq),
+            ("missing_checked", .int(Int64(missingChecked))), ("missing_found", .int(Int64(missingFound))),
+            ("docs_read", .int(Int64(written))), ("docs_written", .int(Int64(written))),
+            ("doc_write_failures", .int(Int64(failures))), ("bulk_get_docs", .int(Int64(written))),
+            ("bulk_get_attempts", .int(Int64(written))),
+        ])
+        var pairs: [(String, JSON)] = [
+            ("ok", true), ("session_id", .string(sessionID)), ("source_last_seq", seq), ("replication_id_version", 4),
+        ]
+        if docIDs != nil {
+            pairs.append(contentsOf: [
+                ("start_time", .string(startTime)), ("end_time", .string(endTime)), ("docs_read", .int(Int64(written))),
+                ("docs_written", .int(Int64(written))), ("doc_write_failures", .int(Int64(failures))),
+            ])
+        }
+        pairs.append(("history", .array([history])))
+        return Reply.json(200, .object(pairs))
     }
 }

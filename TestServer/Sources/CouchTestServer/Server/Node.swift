@@ -1,4 +1,5 @@
 import CouchQuery
+import CouchStore
 import Foundation
 
 /// Server-wide state that is not a database: node configuration and the `_db_updates` log.
@@ -16,7 +17,7 @@ final class NodeState: @unchecked Sendable {
     private(set) var generation = 0
     let startTime = Date()
 
-    init(options: CouchEngine.Options, uuid: String) {
+    init(options: ServerEngine.Options, uuid: String) {
         config = Self.shippedConfiguration(uuid: uuid)
         // What an installation sets in local.ini: its admin, and the settings the TestServer was given.
         config["admins"] = [options.adminName: "-pbkdf2-hidden"]
@@ -105,8 +106,8 @@ final class NodeState: @unchecked Sendable {
     }
 }
 
-extension CouchEngine {
-    func nodeEndpoint(_ ctx: RequestContext) throws(CouchError) -> ServerResponse {
+extension ServerEngine {
+    func nodeEndpoint(_ ctx: ServerContext) throws(CouchError) -> ServerResponse {
         let segments = ctx.segments
         guard segments.count >= 2 else { throw CouchError.notFound("missing") }
         let name = segments[1] == "_local" || segments[1] == "nonode@nohost" ? cluster.nodeNames[0] : segments[1]
@@ -123,7 +124,7 @@ extension CouchEngine {
                         "desc": "length of a request inside CouchDB without MochiWeb",
                     ],
                     "open_databases": [
-                        "value": .int(Int64(allDatabaseNames().count)), "type": "counter",
+                        "value": .int(Int64(store.databaseNames.count)), "type": "counter",
                         "desc": "number of open databases",
                     ],
                 ]
@@ -154,7 +155,7 @@ extension CouchEngine {
         }
     }
 
-    private func configEndpoint(_ ctx: RequestContext, _ rest: [String]) throws(CouchError) -> ServerResponse {
+    private func configEndpoint(_ ctx: ServerContext, _ rest: [String]) throws(CouchError) -> ServerResponse {
         switch rest.count {
         case 0:
             guard ctx.method == "GET" || ctx.method == "HEAD" else { throw CouchError.methodNotAllowed("GET") }
@@ -196,13 +197,13 @@ extension CouchEngine {
         }
     }
 
-    func dbUpdates(_ ctx: RequestContext) throws(CouchError) -> ServerResponse {
+    func dbUpdates(_ ctx: ServerContext) throws(CouchError) -> ServerResponse {
         guard ctx.method == "GET" || ctx.method == "HEAD" || ctx.method == "POST" else {
             throw CouchError.methodNotAllowed("GET,HEAD,POST")
         }
         // CouchDB serves `_db_updates` from `_global_changes`, which a single node does not have
         // until someone creates it.
-        guard database(named: "_global_changes") != nil else { throw CouchError.dbNotFound }
+        guard store.handle(ofDatabase: "_global_changes") != nil else { throw CouchError.dbNotFound }
         let request = ctx.request
         let feed = request.queryValue("feed") ?? "normal"
         var since = 0

@@ -1,4 +1,5 @@
 import CouchQuery
+import CouchStore
 import Foundation
 
 /// The TestServer as a cluster of CouchDB nodes, seen through one of them (as users of Cloudant
@@ -7,10 +8,10 @@ import Foundation
 /// that CouchDB serves from one copy may come from a copy that has not caught up yet.
 ///
 /// Everything runs in one process; nodes are names. What a test can turn on:
-/// - **Nodes down** (``CouchEngine/markNodesDown(_:)``): a write whose shard has fewer than `w`
+/// - **Nodes down** (``ServerEngine/markNodesDown(_:)``): a write whose shard has fewer than `w`
 ///   copies up is still made on those copies and answered `202 Accepted` (not durable yet); with
 ///   no copy up it fails.
-/// - **Replica lag** (``CouchEngine/setReplicaLag(_:)``): `_all_docs`, views, `_changes` (normal
+/// - **Replica lag** (``ServerEngine/setReplicaLag(_:)``): `_all_docs`, views, `_changes` (normal
 ///   feed), `_dbs_info`, `_local_docs`, `_security` and document reads with `r=1` see the database
 ///   as it was up to that many seconds ago, as a copy that has not caught up would answer.
 final class ClusterState: @unchecked Sendable {
@@ -21,7 +22,7 @@ final class ClusterState: @unchecked Sendable {
     private var down: Set<String> = []
     private var lag: Double
     /// Per database: the lagging copy.
-    private var replicas: [String: Database] = [:]
+    private var replicas: [String: LaggingCopy] = [:]
 
     init(nodes: Int, replicaLag: Double) {
         nodeNames = nodes <= 1 ? ["couchdb@127.0.0.1"] : (1...nodes).map { "couchdb@node\($0)" }
@@ -58,7 +59,7 @@ final class ClusterState: @unchecked Sendable {
     }
 
     /// Changes the lag; every replica starts again from its database as it is now.
-    func setReplicaLag(_ seconds: Double, databases: [Database]) {
+    func setReplicaLag(_ seconds: Double, databases: [DatabaseHandle]) {
         lock.lock()
         lag = max(0, seconds)
         replicas = [:]
@@ -67,16 +68,16 @@ final class ClusterState: @unchecked Sendable {
     }
 
     /// Starts the lagging copy of a new database (lock held by the caller, or at creation).
-    private func startReplica(of db: Database) {
+    private func startReplica(of db: DatabaseHandle) {
         if lag > 0 {
-            replicas[db.name] = db.withLock { db.startReplica() }
+            replicas[db.name] = LaggingCopy(of: db)
         } else {
-            db.withLock { db.stopReplica() }
+            LaggingCopy.stop(db)
         }
     }
 
     /// Called for each new database: its copy starts lagging at once.
-    func databaseCreated(_ db: Database) {
+    func databaseCreated(_ db: DatabaseHandle) {
         lock.lock()
         if lag > 0 { startReplica(of: db) }
         lock.unlock()
@@ -84,21 +85,14 @@ final class ClusterState: @unchecked Sendable {
 
     /// The copy a secondary read of `db` is served from: `db` itself without lag; otherwise its
     /// replica, which has applied every change older than the lag and none newer.
-    func readCopy(of db: Database) -> Database {
+    func readCopy(of db: DatabaseHandle) -> DatabaseHandle {
         lock.lock()
         defer { lock.unlock() }
         guard lag > 0 else { return db }
         if replicas[db.name] == nil { startReplica(of: db) }
         guard let replica = replicas[db.name] else { return db }
-        let cutoff = Date().addingTimeInterval(-lag)
-        db.withLock {
-            replica.withLock {
-                db.catchUp(replica, until: cutoff)
-                // Design documents are read with a quorum (CouchDB's ddoc cache): never stale.
-                replica.takeDesignDocuments(from: db)
-            }
-        }
-        return replica
+        // Design documents are read with a quorum (CouchDB's ddoc cache): the copy never has stale ones.
+        return replica.caughtUp(until: Date().addingTimeInterval(-lag))
     }
 
     /// Forgets the copy of a deleted database.
@@ -109,7 +103,7 @@ final class ClusterState: @unchecked Sendable {
     }
 }
 
-extension CouchEngine {
+extension ServerEngine {
     /// The names of the nodes, as `_membership` lists them.
     public var nodeNames: [String] { cluster.nodeNames }
 
@@ -120,22 +114,19 @@ extension CouchEngine {
     /// Makes secondary reads (see ``ClusterState``) see each database as it was up to `seconds`
     /// ago; 0 (the default) reads every write at once.
     public func setReplicaLag(_ seconds: Double) {
-        cluster.setReplicaLag(seconds, databases: allDatabaseNames().compactMap { database(named: $0) })
+        cluster.setReplicaLag(seconds, databases: store.databaseNames.compactMap { store.handle(ofDatabase: $0) })
     }
 
-    /// The quorum of `n` copies (CouchDB's default `w` and `r`).
-    static func quorum(_ n: Int) -> Int { max(n, 1) / 2 + 1 }
-
     /// The `w` a write asks for (`?w=`), or the quorum.
-    func writeQuorum(_ ctx: RequestContext, _ db: Database) throws(CouchError) -> Int {
-        guard let text = ctx.request.queryValue("w") else { return Self.quorum(db.n) }
+    func writeQuorum(_ request: ServerRequest, _ db: DatabaseHandle) throws(CouchError) -> Int {
+        guard let text = request.queryValue("w") else { return CouchEngine.quorum(db.copies) }
         guard let w = Int(text), w > 0 else { throw CouchError.badRequest("w must be a positive integer") }
         return w
     }
 
     /// Checks that some copy of each written document's shard is up; throws otherwise (before
     /// anything is written).
-    func requireWritableCopies(_ db: Database, ids: [String]) throws(CouchError) {
+    func requireWritableCopies(_ db: DatabaseHandle, ids: [String]) throws(CouchError) {
         guard cluster.isCluster, !cluster.downNodes.isEmpty else { return }
         for id in ids where upCopies(db, id: id) == 0 {
             throw CouchError(500, "error", "No nodes holding a copy of the shard of \(id) are up.")
@@ -143,20 +134,16 @@ extension CouchEngine {
     }
 
     /// How many copies of `id`'s shard are on nodes that are up.
-    func upCopies(_ db: Database, id: String) -> Int {
+    func upCopies(_ db: DatabaseHandle, id: String) -> Int {
         let down = cluster.downNodes
-        return cluster.nodes(ofShard: db.withLock { db.shard(of: id) }, copies: db.n).filter { !down.contains($0) }
-            .count
+        return cluster.nodes(ofShard: db.shard(of: id), copies: db.copies).filter { !down.contains($0) }.count
     }
 
     /// The status of a committed write of `ids`: 201 when every one reached `w` copies, 202
     /// Accepted (written, not yet durable) otherwise.
-    func writeStatus(_ ctx: RequestContext, _ db: Database, ids: [String]) throws(CouchError) -> Int {
+    func clusterWriteStatus(_ db: DatabaseHandle, ids: [String], request: ServerRequest) throws(CouchError) -> Int {
         guard cluster.isCluster else { return 201 }
-        let w = try writeQuorum(ctx, db)
+        let w = try writeQuorum(request, db)
         return ids.allSatisfy { upCopies(db, id: $0) >= w } ? 201 : 202
     }
-
-    /// The database a secondary read is served from (a lagging copy when replica lag is on).
-    func secondary(_ db: Database) -> Database { cluster.readCopy(of: db) }
 }

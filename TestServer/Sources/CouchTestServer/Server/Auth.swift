@@ -1,22 +1,6 @@
 import CouchQuery
+import CouchStore
 import Foundation
-
-/// Who is making a request (CouchDB's `userCtx`).
-struct UserContext: Sendable {
-    var name: String?
-    var roles: [String]
-    /// `cookie`, `default` (Basic), `iam` (a token from the IAM endpoint) or `jwt`, nil when anonymous.
-    var authenticatedBy: String?
-
-    static let anonymous = UserContext(name: nil, roles: [], authenticatedBy: nil)
-
-    var isServerAdmin: Bool { roles.contains("_admin") }
-    var isAnonymous: Bool { name == nil }
-
-    var json: JSON {
-        ["name": name.map(JSON.string) ?? .null, "roles": .array(roles.map(JSON.string))]
-    }
-}
 
 /// A user's stored credentials.
 struct UserCredentials {
@@ -93,7 +77,7 @@ final class SessionState: @unchecked Sendable {
     }
 }
 
-extension CouchEngine {
+extension ServerEngine {
     // MARK: - Credentials
 
     /// Looks up a user: the configured admin, or a user document in `_users`.
@@ -103,14 +87,7 @@ extension CouchEngine {
                 name: name, roles: ["_admin"], salt: adminSalt, derivedKey: nil, iterations: 0,
                 plainPassword: options.adminPassword)
         }
-        guard let users = database(named: "_users") else { return nil }
-        let doc: RevNode? = users.withLock {
-            guard let entry = users.docs["org.couchdb.user:" + name], let winner = entry.winner, !winner.deleted else {
-                return nil
-            }
-            return winner
-        }
-        guard let body = doc?.body else { return nil }
+        guard let body = store.handle(ofDatabase: "_users")?.winningBody("org.couchdb.user:" + name) else { return nil }
         let roles = (body["roles"]?.arrayValue ?? []).compactMap(\.stringValue)
         return UserCredentials(
             name: name, roles: roles, salt: body["salt"]?.stringValue ?? "",
@@ -163,7 +140,7 @@ extension CouchEngine {
 
     /// Works out the user of a request from its AuthSession cookie or Basic credentials.
     /// Returns the user and, when a cookie is due for renewal, the `Set-Cookie` value to send.
-    func identify(_ request: ServerRequest) throws(CouchError) -> (UserContext, String?) {
+    func identify(_ request: ServerRequest) throws(CouchError) -> (Identity, String?) {
         if let cookie = authSessionCookie(request), !cookie.isEmpty {
             guard let decoded = Crypto.fromBase64URL(cookie) else { throw malformedCookie }
             let parts = decoded.split(separator: UInt8(ascii: ":"), maxSplits: 2, omittingEmptySubsequences: false)
@@ -180,7 +157,9 @@ extension CouchEngine {
                     if Double(timeLeft) < Double(timeout) * 0.9 {
                         refresh = sessionCookieHeader(sessions.cookieValue(name: user, salt: creds.salt, time: now))
                     }
-                    return (UserContext(name: user, roles: creds.roles, authenticatedBy: "cookie"), refresh)
+                    return (
+                        Identity(user: UserContext(name: user, roles: creds.roles), authenticatedBy: "cookie"), refresh
+                    )
                 }
             }
         }
@@ -199,7 +178,7 @@ extension CouchEngine {
             guard let creds = try authenticate(name: name, password: password) else {
                 throw CouchError(401, "unauthorized", "Name or password is incorrect.")
             }
-            return (UserContext(name: creds.name, roles: creds.roles, authenticatedBy: "default"), nil)
+            return (Identity(user: UserContext(name: creds.name, roles: creds.roles), authenticatedBy: "default"), nil)
         }
         return (.anonymous, nil)
     }
@@ -233,7 +212,7 @@ extension CouchEngine {
 
     // MARK: - /_session
 
-    func handleSession(_ ctx: RequestContext) throws(CouchError) -> ServerResponse {
+    func handleSession(_ ctx: ServerContext) throws(CouchError) -> ServerResponse {
         let request = ctx.request
         switch request.method {
         case "GET", "HEAD":
@@ -241,7 +220,7 @@ extension CouchEngine {
             if options.jwtSecret != nil { handlers.insert("jwt", at: 0) }
             if !options.iamAPIKeys.isEmpty { handlers.insert("iam", at: 0) }
             var info: [(String, JSON)] = [("authentication_handlers", .array(handlers))]
-            if let by = ctx.user.authenticatedBy { info.append(("authenticated", .string(by))) }
+            if let by = ctx.identity.authenticatedBy { info.append(("authenticated", .string(by))) }
             return Reply.json(200, .object([("ok", true), ("userCtx", ctx.user.json), ("info", .object(info))]))
         case "POST":
             let contentType = (request.headers["Content-Type"] ?? "").lowercased()
@@ -289,40 +268,105 @@ extension CouchEngine {
         }
     }
 
-    // MARK: - Access control
+    // MARK: - The `_users` database
 
-    /// CouchDB's member check: admins always, everyone when the members lists are empty.
-    func checkMember(_ db: Database, _ user: UserContext) throws(CouchError) {
-        if user.isServerAdmin { return }
-        let security = db.withLock { db.security }
-        if isDatabaseAdmin(security, user) { return }
-        let members = security["members"] ?? [:]
-        let names = (members["names"]?.arrayValue ?? []).compactMap(\.stringValue)
-        let roles = (members["roles"]?.arrayValue ?? []).compactMap(\.stringValue)
-        if names.isEmpty && roles.isEmpty { return }
-        if let name = user.name, names.contains(name) { return }
-        if user.roles.contains(where: roles.contains) { return }
-        if user.isAnonymous { throw CouchError(401, "unauthorized", "You are not authorized to access this db.") }
-        throw CouchError(403, "forbidden", "You are not allowed to access this db.")
+    /// The validation function of `_users/_design/_auth`, as CouchDB keeps one there. The server
+    /// enforces the same rules natively (`validateUserDocument`); this is the document clients read.
+    static let authValidateFunction = """
+        function(newDoc, oldDoc, userCtx, secObj) {
+          var isAdmin = userCtx.roles.indexOf('_admin') !== -1;
+          if (newDoc._deleted === true) {
+            if (!isAdmin && oldDoc && oldDoc.name !== userCtx.name) {
+              throw({forbidden: 'Only admins may delete other user docs.'});
+            }
+            return;
+          }
+          if (newDoc.type !== 'user') { throw({forbidden: 'doc.type must be user'}); }
+          if (!newDoc.name) { throw({forbidden: 'doc.name is required'}); }
+          if (!newDoc.roles) { throw({forbidden: 'doc.roles must exist'}); }
+          if (!isArray(newDoc.roles)) { throw({forbidden: 'doc.roles must be an array'}); }
+          for (var i = 0; i < newDoc.roles.length; i++) {
+            if (typeof newDoc.roles[i] !== 'string') { throw({forbidden: 'doc.roles can only contain strings'}); }
+          }
+          if (newDoc._id !== 'org.couchdb.user:' + newDoc.name) {
+            throw({forbidden: 'Doc ID must be of the form org.couchdb.user:name'});
+          }
+          if (oldDoc && oldDoc.name !== newDoc.name) { throw({forbidden: 'Usernames can not be changed.'}); }
+          if (newDoc.name.charAt(0) === '_') { throw({forbidden: 'Username may not start with underscore.'}); }
+          if (newDoc.name.indexOf(':') !== -1) { throw({forbidden: 'Character `:` is not allowed in usernames.'}); }
+          if (!isAdmin) {
+            if (oldDoc && oldDoc.name !== userCtx.name) { throw({forbidden: 'You may only update your own user document.'}); }
+            var oldRoles = oldDoc ? oldDoc.roles : [];
+            if (JSON.stringify(oldRoles.slice().sort()) !== JSON.stringify(newDoc.roles.slice().sort())) {
+              throw({forbidden: 'Only _admin may edit roles'});
+            }
+          }
+        }
+        """
+
+    /// Creates `_users/_design/_auth` when `_users` exists without it, as CouchDB does.
+    func ensureAuthDesignDocument() {
+        guard let users = store.handle(ofDatabase: "_users"), users.winningBody("_design/_auth") == nil else { return }
+        let body: JSON = ["language": "javascript", "validate_doc_update": .string(Self.authValidateFunction)]
+        _ = store.handle(storeRequest("PUT", "/_users/_design/_auth", json: body), user: .admin)
     }
 
-    func isDatabaseAdmin(_ security: JSON, _ user: UserContext) -> Bool {
-        if user.isServerAdmin { return true }
-        let admins = security["admins"] ?? [:]
-        let names = (admins["names"]?.arrayValue ?? []).compactMap(\.stringValue)
-        let roles = (admins["roles"]?.arrayValue ?? []).compactMap(\.stringValue)
-        if let name = user.name, names.contains(name) { return true }
-        return user.roles.contains(where: roles.contains)
+    /// CouchDB's rules for a user document (`couch_users_db`): its shape and id, and a `password` replaced by its
+    /// PBKDF2 hash (`password_scheme`, `salt`, `iterations`, `derived_key`).
+    func validateUserDocument(_ body: inout JSON, id: String) throws(CouchError) {
+        func forbid(_ reason: String) -> CouchError { CouchError(403, "forbidden", reason) }
+        guard body["type"]?.stringValue == "user" else { throw forbid("doc.type must be user") }
+        guard let name = body["name"]?.stringValue, !name.isEmpty else { throw forbid("doc.name is required") }
+        guard let roles = body["roles"] else { throw forbid("doc.roles must exist") }
+        guard let roleList = roles.arrayValue else { throw forbid("doc.roles must be an array") }
+        guard roleList.allSatisfy({ $0.stringValue != nil }) else { throw forbid("doc.roles can only contain strings") }
+        guard id == "org.couchdb.user:" + name else { throw forbid("Doc ID must be of the form org.couchdb.user:name") }
+        if name.hasPrefix("_") { throw forbid("Username may not start with underscore.") }
+        if let password = body["password"] {
+            guard let plain = password.stringValue else { throw forbid("doc.password must be a string") }
+            let salt = Crypto.hex(Crypto.randomBytes(16))
+            let iterations = max(options.passwordIterations, 1)
+            let derived = Crypto.hex(
+                Crypto.pbkdf2SHA256(password: Data(plain.utf8), salt: Data(salt.utf8), iterations: iterations))
+            sessions.cacheVerification(passwordCacheKey(name: name, salt: salt, password: plain), derivedKey: derived)
+            var pairs: [(String, JSON)] = [
+                ("password_scheme", "pbkdf2"), ("pbkdf2_prf", "sha256"), ("salt", .string(salt)),
+                ("iterations", .int(Int64(iterations))), ("derived_key", .string(derived)),
+            ]
+            let hashFields: Set<String> = [
+                "password", "password_scheme", "pbkdf2_prf", "salt", "iterations", "derived_key",
+                "password_sha",
+            ]
+            pairs.append(contentsOf: body.members.filter { !hashFields.contains($0.0) })
+            body = .object(pairs)
+        }
+    }
+}
+
+/// The server's wall clock in seconds (a seam for tests of cookie and token expiry).
+final class ServerClock: @unchecked Sendable {
+    // Safe: `offset` is only read and written under `lock`.
+    private let lock = NSLock()
+    private var offset: TimeInterval = 0
+
+    var now: TimeInterval {
+        lock.lock()
+        defer { lock.unlock() }
+        return Date().timeIntervalSince1970 + offset
     }
 
-    func checkDatabaseAdmin(_ db: Database, _ user: UserContext) throws(CouchError) {
-        let security = db.withLock { db.security }
-        if isDatabaseAdmin(security, user) { return }
-        if user.isAnonymous { throw CouchError(401, "unauthorized", "You are not a db or server admin.") }
-        throw CouchError(403, "forbidden", "You are not a db or server admin.")
+    func advance(by seconds: TimeInterval) {
+        lock.lock()
+        offset += seconds
+        lock.unlock()
     }
+}
 
-    func requireServerAdmin(_ user: UserContext) throws(CouchError) {
-        if !user.isServerAdmin { throw CouchError.notServerAdmin }
-    }
+/// Formats dates as CouchDB's cookies do: `Sun, 22-Nov-2026 07:15:00 GMT`.
+func cookieDate(_ time: TimeInterval) -> String {
+    let f = DateFormatter()
+    f.locale = Locale(identifier: "en_US_POSIX")
+    f.timeZone = TimeZone(identifier: "GMT")
+    f.dateFormat = "EEE, dd-MMM-yyyy HH:mm:ss 'GMT'"
+    return f.string(from: Date(timeIntervalSince1970: time))
 }

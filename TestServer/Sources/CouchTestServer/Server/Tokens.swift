@@ -1,4 +1,5 @@
 import CouchQuery
+import CouchStore
 import Foundation
 
 /// Who an IAM API key (and the bearer tokens issued for it) stands for.
@@ -57,17 +58,17 @@ enum TokenLookup {
     case unknown
 }
 
-extension CouchEngine {
+extension ServerEngine {
     /// Whether `Authorization: Bearer …` means anything to this engine (IAM keys or a JWT secret configured).
     /// Without either, CouchDB has no bearer handler and the header is ignored.
     var acceptsBearerTokens: Bool { !options.iamAPIKeys.isEmpty || options.jwtSecret != nil }
 
     /// The user of a bearer token: an IAM token issued by `POST /_iam/identity/token`, or an HS256 JWT signed
     /// with `options.jwtSecret` (CouchDB's `[jwt_auth]` with an `hmac:_default` key). Throws CouchDB's errors.
-    func bearerUser(_ token: String) throws(CouchError) -> UserContext {
+    func bearerUser(_ token: String) throws(CouchError) -> Identity {
         switch tokens.lookUp(token, now: clock.now) {
         case .valid(let identity):
-            return UserContext(name: identity.name, roles: identity.roles, authenticatedBy: "iam")
+            return Identity(user: UserContext(name: identity.name, roles: identity.roles), authenticatedBy: "iam")
         case .expired:
             throw CouchError(401, "unauthorized", "The bearer token has expired.")
         case .unknown:
@@ -82,7 +83,7 @@ extension CouchEngine {
 
     /// Checks an HS256 JWT as CouchDB's `jwtf` does: header (`typ`, `alg`), then the required `exp` claim, then
     /// the signature; the user is `sub` with the roles in the `_couchdb.roles` claim.
-    func verifyJWT(_ token: String, secret: Data) throws(CouchError) -> UserContext {
+    func verifyJWT(_ token: String, secret: Data) throws(CouchError) -> Identity {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
         let malformed = CouchError.badRequest("Malformed authentication token")
         guard parts.count == 3, let headerData = Crypto.fromBase64URL(parts[0]),
@@ -120,14 +121,14 @@ extension CouchEngine {
         guard let sub = claims["sub"]?.stringValue else {
             throw CouchError(401, "unauthorized", "Token missing sub claim.")
         }
-        return UserContext(name: sub, roles: roles, authenticatedBy: "jwt")
+        return Identity(user: UserContext(name: sub, roles: roles), authenticatedBy: "jwt")
     }
 
     // MARK: - POST /_iam/identity/token
 
     /// IBM Cloud IAM's token endpoint: exchanges an API key (form `grant_type=urn:ibm:params:oauth:grant-type:apikey`
     /// and `apikey=…`) for an opaque bearer token that lasts `options.iamTokenLifetime` seconds.
-    func iamToken(_ ctx: RequestContext) throws(CouchError) -> ServerResponse {
+    func iamToken(_ ctx: ServerContext) throws(CouchError) -> ServerResponse {
         guard ctx.segments == ["_iam", "identity", "token"] else { throw CouchError.notFound("missing") }
         guard ctx.method == "POST" else { throw CouchError.methodNotAllowed("POST") }
         let contentType = (ctx.request.headers["Content-Type"] ?? "").lowercased()
@@ -187,7 +188,7 @@ extension CouchEngine {
     }
 }
 
-extension CouchEngine {
+extension ServerEngine {
     /// An HS256 JWT for `subject` with `roles` in the `_couchdb.roles` claim, expiring `expiresIn` seconds from
     /// now by the engine's clock (negative for one that has expired), signed with `options.jwtSecret` (or
     /// `secret` when given). For tests of `AuthenticationMode.bearerToken`.
