@@ -2,7 +2,7 @@ import Foundation
 import SwiftCouch
 
 /// One database of a ``LocalStore``, on this device: the calls of a remote database handle
-/// (``DocumentStore``), answered in process by CouchDB's engine.
+/// (`DocumentStore`), answered in process by CouchDB's engine.
 ///
 /// ```swift
 /// let notes = try await LocalDatabase.open(at: directory)
@@ -12,7 +12,7 @@ import SwiftCouch
 ///
 /// A value: cheap to copy, `Sendable`, safe to use from many tasks at once (each database has its
 /// own lock in the engine; calls run on the engine's threads, never blocking Swift concurrency's).
-/// Errors are ``CouchError``s with CouchDB's status, `error` and `reason`, exactly as a remote
+/// Errors are `CouchError`s with CouchDB's status, `error` and `reason`, exactly as a remote
 /// database answers; invalid names, ids and revisions are refused before the engine sees them.
 public struct LocalDatabase: DocumentStore {
     /// The store the database belongs to.
@@ -120,7 +120,7 @@ public struct LocalDatabase: DocumentStore {
         try await handle.changes(since: since, limit: limit, includeDocs: includeDocs, as: type, options: options)
     }
 
-    /// The changes feed as an `AsyncSequence`. In ``ChangesFollower/Mode/listen`` a wait for the next
+    /// The changes feed as an `AsyncSequence`. In `.listen` a wait for the next
     /// change holds one of the engine's threads (not a Swift concurrency thread) until a change
     /// comes, the long-poll times out, or the store closes.
     public func changeFeed<Document: Decodable & Sendable>(
@@ -173,7 +173,7 @@ public struct LocalDatabase: DocumentStore {
     /// the database's size.
     public func conflictedDocumentIDs(options: CallOptions = CallOptions()) async throws(CouchError) -> [String] {
         try CouchValidation.validateDatabaseName(name)
-        return try store.conflictedDocumentIDs(inDatabase: name)
+        return try await store.conflictedDocumentIDs(inDatabase: name)
     }
 
     // MARK: Maintenance

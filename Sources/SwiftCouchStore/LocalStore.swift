@@ -22,9 +22,9 @@ import SwiftCouch
 /// A store holds any number of databases, as a CouchDB server does (an app may keep one per account,
 /// or one per sync target); ``LocalDatabase/open(at:name:configuration:)`` opens a store with one
 /// database for the common case. Every call runs through the same pipeline as a remote
-/// ``CouchDBClient``'s — validation, encoding (``Configuration/dateCoding``), ``CouchError`` —
+/// `CouchDBClient`'s — validation, encoding (`configuration.dateCoding`), `CouchError` —
 /// handed to the engine in process instead of over a socket, so a ``LocalDatabase`` and
-/// ``CouchDBClient/database(_:)`` answer alike (see ``DocumentStore``).
+/// `client.database(_:)` answer alike (see `DocumentStore`).
 ///
 /// One store per directory: a second `open` of the same directory, from this process or another,
 /// fails while the first is open (the directory is locked), since two engines writing the same
@@ -44,11 +44,11 @@ public final class LocalStore: Sendable {
     /// databases kept there.
     /// - Parameters:
     ///   - directory: a file URL of a directory for the store alone.
-    ///   - configuration: the client's configuration (``Configuration/dateCoding``, logging,
-    ///     ``Configuration/maximumConcurrentOperations``, limits). Its transport, authentication and
+    ///   - configuration: the client's configuration (`configuration.dateCoding`, logging,
+    ///     `configuration.maximumConcurrentOperations`, limits). Its transport, authentication and
     ///     retry policy are the store's own: the transport is the engine, no retries (nothing
     ///     transient happens in process). Defaults to SwiftCouch's defaults.
-    /// - Throws: ``CouchError`` when the directory cannot be created or read, or another store has
+    /// - Throws: `CouchError` when the directory cannot be created or read, or another store has
     ///   it open.
     public static func open(at directory: URL, configuration: Configuration = Configuration())
         async throws(CouchError) -> LocalStore
@@ -85,7 +85,7 @@ public final class LocalStore: Sendable {
     }
 
     /// A handle on the database `name`, created first when `create` is set and it does not exist.
-    /// - Throws: ``CouchError`` 404 `not_found` when it does not exist and `create` is false; a
+    /// - Throws: `CouchError` 404 `not_found` when it does not exist and `create` is false; a
     ///   validation error for a name CouchDB would refuse.
     public func database(_ name: String, create: Bool = true) async throws(CouchError) -> LocalDatabase {
         let database = LocalDatabase(store: self, name: name)
@@ -113,8 +113,13 @@ public final class LocalStore: Sendable {
     }
 
     /// The ids of the conflicted documents of `database`, from the engine's index.
-    func conflictedDocumentIDs(inDatabase database: String) throws(CouchError) -> [String] {
-        guard let ids = connection.conflictedDocumentIDs(inDatabase: database) else {
+    func conflictedDocumentIDs(inDatabase database: String) async throws(CouchError) -> [String] {
+        let connection = self.connection
+        let found = await withCheckedContinuation { done in
+            // The engine's lock is taken on its own threads, never on Swift concurrency's.
+            connection.queue.async { done.resume(returning: connection.conflictedDocumentIDs(inDatabase: database)) }
+        }
+        guard let ids = found else {
             throw CouchError(
                 kind: .http, message: "HTTP 404 not_found: Database does not exist.", statusCode: 404,
                 error: "not_found", reason: "Database does not exist.", method: "GET", path: "/\(database)")

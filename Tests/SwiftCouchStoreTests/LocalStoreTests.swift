@@ -125,3 +125,54 @@ struct LocalStoreTests {
         #expect(try await database.get("doc", as: Merged.self).title == "two")
     }
 }
+
+@Suite("LocalStore: feeds waiting in the engine end on cancellation and on close")
+struct LocalFeedTests {
+    @Test("Cancelling the task that listens ends the wait at once, and the store still answers")
+    func cancelListening() async throws {
+        let directory = LocalStoreFixture.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let database = try await LocalDatabase.open(at: directory)
+        defer { database.close() }
+        var options = ChangesFollower<JSONValue>.Options(mode: .listen, since: .now)
+        options.longPollTimeout = 600_000
+        let feed = database.changeFeed(as: JSONValue.self, options: options)
+        let listener = Task {
+            var count = 0
+            for try await _ in feed { count += 1 }
+            return count
+        }
+        try await Task.sleep(nanoseconds: 100_000_000)
+        let started = Date()
+        listener.cancel()
+        _ = try? await listener.value
+        // A generous bound: the long-poll would have waited ten minutes.
+        #expect(Date().timeIntervalSince(started) < 30)
+        try await database.put(Merged(title: "after"), id: "after")
+        #expect(try await database.info().docCount == 1)
+    }
+
+    @Test("Closing the store ends a listening feed with an error")
+    func closeEndsFeed() async throws {
+        let directory = LocalStoreFixture.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let database = try await LocalDatabase.open(at: directory)
+        var options = ChangesFollower<JSONValue>.Options(mode: .listen, since: .now)
+        options.longPollTimeout = 600_000
+        options.continuous = true
+        let feed = database.changeFeed(as: JSONValue.self, options: options)
+        let listener = Task { () -> Bool in
+            do {
+                for try await _ in feed {}
+                return false
+            } catch {
+                return true
+            }
+        }
+        try await Task.sleep(nanoseconds: 100_000_000)
+        let started = Date()
+        database.close()
+        #expect(await listener.value)
+        #expect(Date().timeIntervalSince(started) < 30)
+    }
+}
