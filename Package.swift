@@ -23,7 +23,8 @@ let package = Package(
         .target(name: "SwiftCouch", dependencies: ["HTTPWire", "CouchGzip"], path: "Sources/SwiftCouch"),
         .target(name: "SwiftCouchTesting", dependencies: ["SwiftCouch"], path: "Sources/SwiftCouchTesting"),
         .executableTarget(
-            name: "SwiftCouchDemo", dependencies: ["SwiftCouch", "CouchTestServer"], path: "Sources/SwiftCouchDemo"),
+            name: "SwiftCouchDemo", dependencies: ["SwiftCouch", "SwiftCouchStore", "CouchTestServer"],
+            path: "Sources/SwiftCouchDemo"),
         // JSON, collation and Mango, in pure Swift.
         .target(name: "CouchQuery", path: "Sources/CouchQuery"),
         // JavaScript for design documents, in pure Swift: an interpreter and CouchDB's query-server API.

@@ -47,7 +47,9 @@ public final class LocalStore: Sendable {
     ///   - configuration: the client's configuration (`configuration.dateCoding`, logging,
     ///     `configuration.maximumConcurrentOperations`, limits). Its transport, authentication and
     ///     retry policy are the store's own: the transport is the engine, no retries (nothing
-    ///     transient happens in process). Defaults to SwiftCouch's defaults.
+    ///     transient happens in process). Timeouts do not apply in process: a call ends when
+    ///     the engine answers, the task is cancelled or the store closes. Defaults to SwiftCouch's
+    ///     defaults.
     /// - Throws: `CouchError` when the directory cannot be created or read, or another store has
     ///   it open.
     public static func open(at directory: URL, configuration: Configuration = Configuration())

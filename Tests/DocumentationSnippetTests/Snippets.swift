@@ -7,7 +7,7 @@ import SwiftCouchStore
 import SwiftCouchTesting
 import Testing
 
-// README.md, line 64
+// README.md, line 65
 func snippet1() async throws {
 
     struct Album: Codable, Sendable {
@@ -44,7 +44,7 @@ func snippet1() async throws {
     _ = edit
 }
 
-// README.md, line 102
+// README.md, line 103
 func snippet2() async throws {
     let client = SnippetContext.client
     let albums = client.database("albums")
@@ -66,7 +66,7 @@ func snippet2() async throws {
     _ = seventies
 }
 
-// README.md, line 126
+// README.md, line 127
 func snippet3() async throws {
     let client = SnippetContext.client
     struct ActiveTask: Decodable, Sendable { var type: String; var progress: Int? }
@@ -76,7 +76,7 @@ func snippet3() async throws {
     _ = tasks
 }
 
-// README.md, line 135
+// README.md, line 136
 func snippet4() async throws {
     let client = SnippetContext.client
     let hejira = Album(title: "Hejira", year: 1976)
@@ -97,7 +97,7 @@ func snippet4() async throws {
     _ = update
 }
 
-// README.md, line 157
+// README.md, line 158
 func snippet5() async throws {
     let url = SnippetContext.url
     let credentials = SnippetContext.credentials
@@ -113,7 +113,7 @@ func snippet5() async throws {
     _ = client
 }
 
-// README.md, line 170
+// README.md, line 171
 func snippet6() async throws {
     var configuration = Configuration()
     let url = SnippetContext.url
@@ -142,13 +142,13 @@ func snippet6() async throws {
     _ = info
 }
 
-// README.md, line 207
+// README.md, line 208
 func snippet7() async throws {
     var configuration = Configuration()
     configuration.transport = SocketTransport(maximumConnectionsPerHost: 8)   // or URLSessionTransport()
 }
 
-// README.md, line 213
+// README.md, line 214
 func snippet8() async throws {
     let client = SnippetContext.client
     let url = SnippetContext.url
@@ -191,7 +191,7 @@ func snippet8() async throws {
     _ = upload
 }
 
-// README.md, line 254
+// README.md, line 255
 func snippet9() async throws {
     var configuration = Configuration()
     let key = "api-key"
@@ -200,7 +200,7 @@ func snippet9() async throws {
     configuration.authentication = .bearerToken(jwt)             // sent as is
 }
 
-// README.md, line 270
+// README.md, line 271
 func snippet10() async throws {
 
     let run = Simulation.run(
@@ -211,7 +211,7 @@ func snippet10() async throws {
     _ = run
 }
 
-// README.md, line 291
+// README.md, line 292
 func snippet11() async throws {
     let client = SnippetContext.client
 
