@@ -100,6 +100,13 @@ public struct LocalDatabase: DocumentStore {
         try await handle.allDocs(as: type, range: range, options: options)
     }
 
+    public func allDocsRows<Document: Decodable & Sendable>(
+        as type: Document.Type = JSONValue.self, range: KeyRangeOptions = KeyRangeOptions(),
+        options: CallOptions = CallOptions()
+    ) -> CouchRowStream<AllDocsOperation<Document>.Row> {
+        handle.allDocsRows(as: type, range: range, options: options)
+    }
+
     public func find<Document: Decodable & Sendable>(
         _ query: MangoQuery, as type: Document.Type = JSONValue.self, options: CallOptions = CallOptions()
     ) async throws(CouchError) -> FindOperation<Document>.Response {

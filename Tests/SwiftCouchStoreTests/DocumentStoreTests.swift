@@ -200,6 +200,29 @@ struct DocumentStoreTests {
         #expect(count.rows.first?.value == 3)
     }
 
+    @Test(
+        "_all_docs streamed row by row, in order, to a consumer slower than the transfer", arguments: Backend.allCases)
+    func streamedRows(_ backend: Backend) async throws {
+        try await backend.run { try await Self.streamedRows($0) }
+    }
+
+    static func streamedRows(_ store: some DocumentStore) async throws {
+        let documents = (0..<3_000).map {
+            Entry(_id: String(format: "row-%05d", $0), title: "t", year: $0, added: added)
+        }
+        let written = try await store.bulk(documents)
+        #expect(written.count == 3_000)
+        var range = KeyRangeOptions()
+        range.includeDocs = true
+        var years: [Int] = []
+        for try await row in store.allDocsRows(as: Entry.self, range: range) {
+            if let year = row.doc?.year { years.append(year) }
+            // Slower than the transfer: the stream's buffer fills, and the transfer is paused.
+            if years.count % 500 == 0 { try await Task.sleep(nanoseconds: 5_000_000) }
+        }
+        #expect(years == Array(0..<3_000))
+    }
+
     @Test("The changes feed is an AsyncSequence that sees a later write", arguments: Backend.allCases)
     func changes(_ backend: Backend) async throws {
         try await backend.run { try await Self.changes($0) }

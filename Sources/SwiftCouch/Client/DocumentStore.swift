@@ -18,6 +18,9 @@ import Foundation
 /// from many tasks at once. The requirements take ``CallOptions``; the extension adds the same
 /// calls without them, with CouchDB's defaults.
 ///
+/// Large results: ``allDocsRows(as:range:options:)`` streams `_all_docs`; ``changeFeed(as:options:)``
+/// follows the changes feed; attachments go to and from files.
+///
 /// Conflicts: ``conflictedDocumentIDs(options:)`` lists the documents with conflicting leaves,
 /// ``conflictLeaves(of:as:options:)`` reads them, and ``resolveConflicts(of:keeping:options:)`` or
 /// ``resolveConflicts(of:merged:options:)`` resolves them in one `_bulk_docs` request (see there
@@ -58,6 +61,11 @@ public protocol DocumentStore: Sendable {
     func allDocs<Document: Decodable & Sendable>(
         as type: Document.Type, range: KeyRangeOptions, options: CallOptions
     ) async throws(CouchError) -> AllDocsOperation<Document>.Response
+
+    /// `_all_docs` streamed row by row, with back-pressure: for results too large to hold whole.
+    func allDocsRows<Document: Decodable & Sendable>(
+        as type: Document.Type, range: KeyRangeOptions, options: CallOptions
+    ) -> CouchRowStream<AllDocsOperation<Document>.Row>
 
     /// A Mango query (`_find`).
     func find<Document: Decodable & Sendable>(_ query: MangoQuery, as type: Document.Type, options: CallOptions)
@@ -354,6 +362,13 @@ extension DocumentStore {
         as type: Document.Type = JSONValue.self, range: KeyRangeOptions = KeyRangeOptions()
     ) async throws(CouchError) -> AllDocsOperation<Document>.Response {
         try await allDocs(as: type, range: range, options: CallOptions())
+    }
+
+    /// `_all_docs` streamed row by row, with back-pressure.
+    public func allDocsRows<Document: Decodable & Sendable>(
+        as type: Document.Type = JSONValue.self, range: KeyRangeOptions = KeyRangeOptions()
+    ) -> CouchRowStream<AllDocsOperation<Document>.Row> {
+        allDocsRows(as: type, range: range, options: CallOptions())
     }
 
     /// A Mango query (`_find`) with fields, sort, limit, bookmark and index choice.
