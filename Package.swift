@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "SwiftCouch", targets: ["SwiftCouch"]),
         .library(name: "SwiftCouchTesting", targets: ["SwiftCouchTesting"]),
         .library(name: "CouchStore", targets: ["CouchStore"]),
+        .library(name: "SwiftCouchStore", targets: ["SwiftCouchStore"]),
         .library(name: "CouchTestServer", targets: ["CouchTestServer"]),
         .executable(name: "TestServer", targets: ["TestServerCLI"]),
         .executable(name: "SwiftCouchDemo", targets: ["SwiftCouchDemo"]),
@@ -22,7 +23,8 @@ let package = Package(
         .target(name: "SwiftCouch", dependencies: ["HTTPWire", "CouchGzip"], path: "Sources/SwiftCouch"),
         .target(name: "SwiftCouchTesting", dependencies: ["SwiftCouch"], path: "Sources/SwiftCouchTesting"),
         .executableTarget(
-            name: "SwiftCouchDemo", dependencies: ["SwiftCouch", "CouchTestServer"], path: "Sources/SwiftCouchDemo"),
+            name: "SwiftCouchDemo", dependencies: ["SwiftCouch", "SwiftCouchStore", "CouchTestServer"],
+            path: "Sources/SwiftCouchDemo"),
         // JSON, collation and Mango, in pure Swift.
         .target(name: "CouchQuery", path: "Sources/CouchQuery"),
         // JavaScript for design documents, in pure Swift: an interpreter and CouchDB's query-server API.
@@ -32,6 +34,10 @@ let package = Package(
         .target(
             name: "CouchStore", dependencies: ["HTTPWire", "CouchQuery", "CouchGzip", "CouchJS"],
             path: "Sources/CouchStore"),
+        // Local databases for apps: SwiftCouch's API over CouchStore in process (CouchStore itself
+        // never depends on SwiftCouch, so the TestServer stays independent of the client it tests).
+        .target(
+            name: "SwiftCouchStore", dependencies: ["SwiftCouch", "CouchStore"], path: "Sources/SwiftCouchStore"),
         // The TestServer: the HTTP face over CouchStore, with faults, authentication, cluster mode and the replicator.
         .target(
             name: "CouchTestServer", dependencies: ["HTTPWire", "CouchQuery", "CouchGzip", "CouchStore"],
@@ -51,12 +57,15 @@ let package = Package(
             name: "EndToEndTests", dependencies: ["SwiftCouch", "CouchTestServer", "CouchStore"],
             path: "Tests/EndToEndTests"),
         .testTarget(
+            name: "SwiftCouchStoreTests", dependencies: ["SwiftCouchStore", "SwiftCouch", "CouchTestServer"],
+            path: "Tests/SwiftCouchStoreTests"),
+        .testTarget(
             name: "CouchTestServerTests",
             dependencies: ["CouchTestServer", "CouchStore", "CouchQuery", "HTTPWire", "CouchGzip"],
             path: "Tests/CouchTestServerTests"),
         // The Swift snippets of README.md and the DocC articles, compiled (never run).
         .testTarget(
-            name: "DocumentationSnippetTests", dependencies: ["SwiftCouch", "SwiftCouchTesting"],
+            name: "DocumentationSnippetTests", dependencies: ["SwiftCouch", "SwiftCouchTesting", "SwiftCouchStore"],
             path: "Tests/DocumentationSnippetTests"),
         .testTarget(name: "CouchJSTests", dependencies: ["CouchJS", "CouchQuery"], path: "Tests/CouchJSTests"),
         // CouchStore on its own, as an app uses it: no TestServer in its dependencies.

@@ -1,5 +1,6 @@
 // The SwiftCouch demo: creates a database, writes, reads, updates and deletes documents, runs a
-// small batch on an OperationQueue with dependencies, and cleans up — printing each step.
+// small batch on an OperationQueue with dependencies, runs the same code against a local database
+// on this machine (SwiftCouchStore), and cleans up — printing each step.
 //
 // Against a real CouchDB when COUCHDB_URL is set (with COUCHDB_USER and COUCHDB_PASSWORD),
 // otherwise against a TestServer started in this process.
@@ -10,6 +11,7 @@
 import CouchTestServer
 import Foundation
 import SwiftCouch
+import SwiftCouchStore
 
 /// A document type: any Codable value can be a document.
 struct Album: Codable, Sendable {
@@ -22,6 +24,12 @@ struct Album: Codable, Sendable {
 
 func step(_ text: String) {
     print("• \(text)")
+}
+
+/// App code written once for a remote database and a local one: the titles of the albums of the 1970s.
+func seventies(in store: some DocumentStore) async throws -> [String] {
+    let found = try await store.find(Selector.field("year").greaterThanOrEqual(1970), as: Album.self)
+    return found.docs.map(\.title).sorted()
 }
 
 let environment = ProcessInfo.processInfo.environment
@@ -96,6 +104,15 @@ do {
 
     let dbInfo = try await client.value(GetDatabaseInfoOperation(name: database))
     step("The database holds \(dbInfo.docCount) documents")
+
+    // The same calls on a database kept on this machine: CouchDB's engine in process.
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("swiftcouch-demo-\(UUID())")
+    let local = try await LocalDatabase.open(at: directory, name: "albums")
+    try await local.put(Album(title: "Court and Spark", artist: "Joni Mitchell", year: 1974), id: "albums/court")
+    step("Local database at \(directory.path): 1970s albums \(try await seventies(in: local))")
+    step("Remote database \(database): 1970s albums \(try await seventies(in: client.database(database)))")
+    local.close()
+    try? FileManager.default.removeItem(at: directory)
 
     let deleted = try await client.value(
         DeleteDocumentOperation(database: database, id: "albums/blue", revision: updated.rev ?? ""))

@@ -11,7 +11,10 @@ struct DocumentationSnippetTests {
     /// README.md, then the DocC articles, in a stable order.
     static func documents() throws -> [(name: String, text: String)] {
         var names = ["README.md"]
-        for catalog in ["Sources/SwiftCouch/SwiftCouch.docc", "Sources/SwiftCouchTesting/SwiftCouchTesting.docc"] {
+        for catalog in [
+            "Sources/SwiftCouch/SwiftCouch.docc", "Sources/SwiftCouchTesting/SwiftCouchTesting.docc",
+            "Sources/SwiftCouchStore/SwiftCouchStore.docc",
+        ] {
             let directory = root.appendingPathComponent(catalog)
             let files = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
             names += files.filter { $0.hasSuffix(".md") }.sorted().map { "\(catalog)/\($0)" }

@@ -3,10 +3,11 @@
 // swift-format-ignore-file
 import Foundation
 import SwiftCouch
+import SwiftCouchStore
 import SwiftCouchTesting
 import Testing
 
-// README.md, line 61
+// README.md, line 65
 func snippet1() async throws {
 
     struct Album: Codable, Sendable {
@@ -43,7 +44,7 @@ func snippet1() async throws {
     _ = edit
 }
 
-// README.md, line 99
+// README.md, line 103
 func snippet2() async throws {
     let client = SnippetContext.client
     let albums = client.database("albums")
@@ -65,7 +66,7 @@ func snippet2() async throws {
     _ = seventies
 }
 
-// README.md, line 123
+// README.md, line 127
 func snippet3() async throws {
     let client = SnippetContext.client
     struct ActiveTask: Decodable, Sendable { var type: String; var progress: Int? }
@@ -75,7 +76,7 @@ func snippet3() async throws {
     _ = tasks
 }
 
-// README.md, line 132
+// README.md, line 136
 func snippet4() async throws {
     let client = SnippetContext.client
     let hejira = Album(title: "Hejira", year: 1976)
@@ -96,7 +97,7 @@ func snippet4() async throws {
     _ = update
 }
 
-// README.md, line 154
+// README.md, line 158
 func snippet5() async throws {
     let url = SnippetContext.url
     let credentials = SnippetContext.credentials
@@ -112,7 +113,7 @@ func snippet5() async throws {
     _ = client
 }
 
-// README.md, line 167
+// README.md, line 171
 func snippet6() async throws {
     var configuration = Configuration()
     let url = SnippetContext.url
@@ -141,13 +142,13 @@ func snippet6() async throws {
     _ = info
 }
 
-// README.md, line 204
+// README.md, line 208
 func snippet7() async throws {
     var configuration = Configuration()
     configuration.transport = SocketTransport(maximumConnectionsPerHost: 8)   // or URLSessionTransport()
 }
 
-// README.md, line 210
+// README.md, line 214
 func snippet8() async throws {
     let client = SnippetContext.client
     let url = SnippetContext.url
@@ -190,7 +191,7 @@ func snippet8() async throws {
     _ = upload
 }
 
-// README.md, line 251
+// README.md, line 255
 func snippet9() async throws {
     var configuration = Configuration()
     let key = "api-key"
@@ -199,7 +200,7 @@ func snippet9() async throws {
     configuration.authentication = .bearerToken(jwt)             // sent as is
 }
 
-// README.md, line 267
+// README.md, line 271
 func snippet10() async throws {
 
     let run = Simulation.run(
@@ -210,8 +211,53 @@ func snippet10() async throws {
     _ = run
 }
 
-// Sources/SwiftCouch/SwiftCouch.docc/AdaptersAndMonitoring.md, line 41
+// README.md, line 292
 func snippet11() async throws {
+    let client = SnippetContext.client
+
+    let support = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask)[0]
+    let library = try await LocalDatabase.open(at: support.appendingPathComponent("albums"))
+    defer { library.close() }
+
+    let saved = try await library.put(Album(title: "Blue", year: 1971), id: "blue")
+    var blue = try await library.get("blue", as: Album.self)
+    blue.year = 1972
+    try await library.put(blue, id: "blue", revision: saved.rev)
+    let seventies = try await library.find(Selector.field("year").greaterThanOrEqual(1970), as: Album.self)
+    print(seventies.docs.count)
+
+    // Conflicts (two edits that met in replication): listed from an index, resolved in one write.
+    for id in try await library.conflictedDocumentIDs() {
+        let leaves = try await library.conflictLeaves(of: id, as: Album.self)
+        if let newest = leaves.max(by: { $0.body.year < $1.body.year }), let rev = newest.rev {
+            try await library.resolveConflicts(of: id, keeping: rev)
+        }
+    }
+
+    // App code that runs against either the device or the server.
+    func rename(_ id: String, to title: String, in store: some DocumentStore) async throws {
+        var album = try await store.get(id, as: Album.self)
+        album.title = title
+        try await store.put(album, id: id, revision: album._rev)
+    }
+    try await rename("blue", to: "Blue (remastered)", in: library)
+    try await rename("blue", to: "Blue (remastered)", in: client.database("albums"))
+
+    // Changes as they happen, for as long as this task runs.
+    let feed = library.changeFeed(as: Album.self, options: .init(mode: .listen, since: .now, includeDocs: true))
+    for try await change in feed {
+        print(change.id, change.doc?.title ?? "deleted")
+    }
+    _ = support
+    _ = library
+    _ = saved
+    _ = blue
+    _ = seventies
+    _ = feed
+}
+
+// Sources/SwiftCouch/SwiftCouch.docc/AdaptersAndMonitoring.md, line 41
+func snippet12() async throws {
     struct CorrelationID: RequestAdapter {
         func adapt(_ headers: inout HTTPFields, context: RequestAdapterContext) async throws {
             headers["X-Correlation-ID"] = "\(context.operation ?? "request")-\(context.attempt)"
@@ -224,7 +270,7 @@ func snippet11() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/AdaptersAndMonitoring.md, line 64
-func snippet12() async throws {
+func snippet13() async throws {
     final class Metrics: EventMonitor, @unchecked Sendable {
         private let lock = NSLock()
         private var retries = 0
@@ -243,7 +289,7 @@ func snippet12() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/AdaptersAndMonitoring.md, line 89
-func snippet13() async throws {
+func snippet14() async throws {
     let client = SnippetContext.client
     var options = CallOptions()
     options.timeout = 5
@@ -256,7 +302,7 @@ func snippet13() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/FailureSemantics.md, line 42
-func snippet14() async throws {
+func snippet15() async throws {
     let client = SnippetContext.client
     do {
         try await client.execute(
@@ -271,7 +317,7 @@ func snippet14() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 13
-func snippet15() async throws {
+func snippet16() async throws {
     struct Album: Codable, Sendable {
         var _id: String?
         var _rev: String?
@@ -281,7 +327,7 @@ func snippet15() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 28
-func snippet16() async throws {
+func snippet17() async throws {
     let client = CouchDBClient(
         url: URL(string: "http://127.0.0.1:5984")!,
         credentials: Credentials(username: "admin", password: "password"))
@@ -289,7 +335,7 @@ func snippet16() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 40
-func snippet17() async throws {
+func snippet18() async throws {
     let client = SnippetContext.client
     try await client.execute(CreateDatabaseOperation(name: "albums"))
     let written = try await client.value(
@@ -303,7 +349,7 @@ func snippet17() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 60
-func snippet18() async throws {
+func snippet19() async throws {
     let client = SnippetContext.client
     do {
         try await client.execute(CreateDatabaseOperation(name: "albums"))
@@ -314,7 +360,7 @@ func snippet18() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 76
-func snippet19() async throws {
+func snippet20() async throws {
     let client = SnippetContext.client
     let create = client.task(for: CreateDatabaseOperation(name: "albums-2024"))
     let write = client.task(for: PutDocumentOperation(
@@ -329,7 +375,7 @@ func snippet19() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/LargeResultsAndFiles.md, line 18
-func snippet20() async throws {
+func snippet21() async throws {
     let client = SnippetContext.client
     for try await row in client.rows(AllDocsOperation<Album>(database: "albums", options: .init(includeDocs: true))) {
         print(row.id ?? "", row.doc?.title ?? "")
@@ -337,7 +383,7 @@ func snippet20() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/LargeResultsAndFiles.md, line 35
-func snippet21() async throws {
+func snippet22() async throws {
     let client = SnippetContext.client
     let follower = ChangesFollower<Album>(client: client, database: "albums",
                                           options: .init(mode: .listen, includeDocs: true))
@@ -348,7 +394,7 @@ func snippet21() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/LargeResultsAndFiles.md, line 50
-func snippet22() async throws {
+func snippet23() async throws {
     let client = SnippetContext.client
     let writer = BulkWriter<Album>(client: client, database: "albums")
     try await writer.add(Album(title: "Blue", year: 1971))
@@ -359,7 +405,7 @@ func snippet22() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/SwiftCouch.md, line 16
-func snippet23() async throws {
+func snippet24() async throws {
     let client = SnippetContext.client
     let answer = try await client.value(AllDocsOperation<JSONValue>(database: "albums"))
     print(answer.rows.count)
@@ -367,7 +413,7 @@ func snippet23() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/TestingWithSimulatedResponses.md, line 15
-func snippet24() async throws {
+func snippet25() async throws {
 
     let run = Simulation.run(
         GetDocumentOperation<Album>(database: "albums", id: "a/b"),
@@ -378,7 +424,7 @@ func snippet24() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/TestingWithSimulatedResponses.md, line 30
-func snippet25() async throws {
+func snippet26() async throws {
 
     let transport = SimulatedTransport(responses: [
         .json(201, #"{"ok":true,"id":"blue","rev":"1-a"}"#),
@@ -399,7 +445,7 @@ func snippet25() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/WritingYourOwnOperation.md, line 16
-func snippet26() async throws {
+func snippet27() async throws {
     let client = SnippetContext.client
     struct RevisionLimitOperation: JSONOperation {
         typealias Response = Int
@@ -418,7 +464,7 @@ func snippet26() async throws {
 }
 
 // Sources/SwiftCouchTesting/SwiftCouchTesting.docc/SwiftCouchTesting.md, line 13
-func snippet27() async throws {
+func snippet28() async throws {
 
     let run = Simulation.run(
         GetDocumentOperation<JSONValue>(database: "albums", id: "blue"),
@@ -426,4 +472,46 @@ func snippet27() async throws {
     #expect(run.request?.method == "GET")
     #expect(run.request?.path == "/albums/blue")
     _ = run
+}
+
+// Sources/SwiftCouchStore/SwiftCouchStore.docc/LocalDatabases.md, line 15
+func snippet29() async throws {
+
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("albums")
+    let albums = try await LocalDatabase.open(at: directory)
+    defer { albums.close() }
+
+    let written = try await albums.bulk([
+        Album(_id: "blue", title: "Blue", year: 1971),
+        Album(_id: "court", title: "Court and Spark", year: 1974),
+    ])
+    print(written.count)
+    do {
+        _ = try await albums.get("hejira", as: Album.self)
+    } catch {
+        print(error.statusCode ?? 0, error.error ?? "", error.reason ?? "")   // 404 not_found missing
+    }
+    _ = directory
+    _ = albums
+    _ = written
+}
+
+// Sources/SwiftCouchStore/SwiftCouchStore.docc/LocalDatabases.md, line 54
+func snippet30() async throws {
+    func addYear(_ year: Int, to id: String, in store: some DocumentStore) async throws {
+        var album = try await store.get(id, as: Album.self)
+        album.year = year
+        try await store.put(album, id: id, revision: album._rev)
+    }
+}
+
+// Sources/SwiftCouchStore/SwiftCouchStore.docc/SwiftCouchStore.md, line 15
+func snippet31() async throws {
+
+    let store = try await LocalStore.open(at: FileManager.default.temporaryDirectory.appendingPathComponent("app"))
+    let notes = try await store.database("notes")
+    try await notes.put(Album(title: "Blue", year: 1971), id: "blue")
+    store.close()
+    _ = store
+    _ = notes
 }

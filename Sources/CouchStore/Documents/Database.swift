@@ -28,6 +28,9 @@ final class Database: @unchecked Sendable {
     var docs: [String: DocEntry] = [:]
     /// The ids of the design documents (live or deleted), kept so that every write need not scan.
     private(set) var designIDs = Set<String>()
+    /// The ids of the documents with more than one live leaf (`_conflicts`), kept where revisions are
+    /// applied and purged so that listing them needs no scan.
+    private(set) var conflictedIDs = Set<String>()
     private var sortedIDCache: [String]?
     /// (seq, id) for every change, in order; entries whose seq is no longer the doc's latest are skipped.
     private var seqLog: [(seq: Int, id: String)] = []
@@ -200,6 +203,7 @@ final class Database: @unchecked Sendable {
         docs[id] = entry
         if before == nil { sortedIDCache = nil }
         if id.hasPrefix("_design/") { designIDs.insert(id) }
+        noteConflicts(entry)
         let a = countState(before)
         let b = countState(entry)
         docCount += b.live - a.live
@@ -424,16 +428,27 @@ final class Database: @unchecked Sendable {
         if entry.nodes.isEmpty {
             docs.removeValue(forKey: id)
             designIDs.remove(id)
+            conflictedIDs.remove(id)
             sortedIDCache = nil
             docCount -= a.live
             delCount -= a.deleted
         } else {
             entry.seq = updateSeq
             docs[id] = entry
+            noteConflicts(entry)
             seqLog.append((updateSeq, id))
             let b = countState(entry)
             docCount += b.live - a.live
             delCount += b.deleted - a.deleted
+        }
+    }
+
+    /// Keeps `conflictedIDs` in step with `entry`'s leaves.
+    private func noteConflicts(_ entry: DocEntry) {
+        if entry.leaves.lazy.filter({ !$0.deleted }).count > 1 {
+            conflictedIDs.insert(entry.id)
+        } else {
+            conflictedIDs.remove(entry.id)
         }
     }
 
@@ -502,6 +517,7 @@ final class Database: @unchecked Sendable {
             name: name, instanceStartTime: instanceStartTime, partitioned: partitioned, q: q, n: n, security: security)
         copy.docs = docs
         copy.designIDs = designIDs
+        copy.conflictedIDs = conflictedIDs
         copy.local = local
         copy.seqLog = seqLog
         copy.shardLogs = shardLogs
@@ -702,6 +718,7 @@ final class Database: @unchecked Sendable {
                 }
             case "forget":
                 if let id = record["id"]?.stringValue, let before = docs.removeValue(forKey: id) {
+                    conflictedIDs.remove(id)
                     let a = countState(before)
                     docCount -= a.live
                     delCount -= a.deleted

@@ -40,8 +40,8 @@ public struct StreamedBody: Sendable, CustomStringConvertible {
     }
 
     /// A fresh stream positioned at the start of the body, or nil when a one-shot stream was
-    /// already taken.
-    func makeInputStream() -> InputStream? {
+    /// already taken. For a ``Transport`` of your own: open it, read ``length`` bytes, close it.
+    public func makeInputStream() -> InputStream? {
         switch source {
         case .file(let url): return InputStream(url: url)
         case .stream(let box): return box.take()

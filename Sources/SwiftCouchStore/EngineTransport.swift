@@ -1,0 +1,244 @@
+import CouchStore
+import Foundation
+import SwiftCouch
+
+// The one file of SwiftCouchStore that calls into the engine (CouchStore): opening and closing it,
+// answering requests, reading its index of conflicted documents. Everything else goes through
+// SwiftCouch's pipeline, which hands its requests to `EngineTransport`.
+
+/// An open engine over one directory.
+///
+/// The engine does no authentication: every request is answered as the app's own, an admin's
+/// (``UserContext/admin``). Headers the session adds for a server (`Authorization`, `Cookie`)
+/// are removed before the engine sees them.
+final class EngineConnection: Sendable {
+    private let engine: CouchEngine
+    /// Where requests wait inside the engine (a long-poll or continuous feed waits in `handle`):
+    /// threads of its own, never Swift concurrency's.
+    let queue = DispatchQueue(label: "SwiftCouchStore.engine", attributes: .concurrent)
+
+    /// Opens the engine keeping its data in `directory`.
+    init(directory: URL) throws(CouchError) {
+        var options = CouchEngine.Options()
+        options.dataDirectory = directory
+        do {
+            engine = try CouchEngine(options: options)
+        } catch {
+            throw CouchError(
+                kind: .transport, message: "Could not open the local store at \(directory.path): \(error)",
+                underlying: error)
+        }
+    }
+
+    /// Answers one request (blocking: call it on `queue`).
+    func handle(_ request: HTTPRequest, body: Data) -> ServerResponse {
+        var headers = request.headers
+        headers.remove("Authorization")
+        headers.remove("Cookie")
+        // Bodies stay as the engine keeps them: nothing to gain from compressing in process.
+        headers.remove("Accept-Encoding")
+        let serverRequest = ServerRequest(
+            method: request.method.rawValue, rawPath: request.path, rawQuery: request.query, headers: headers,
+            body: body)
+        return engine.handle(serverRequest, user: .admin)
+    }
+
+    /// The ids of the conflicted documents of `database`, from the engine's index; nil when there is
+    /// no such database.
+    func conflictedDocumentIDs(inDatabase database: String) -> [String]? {
+        engine.conflictedDocumentIDs(inDatabase: database)
+    }
+
+    /// Closes the engine: requests still waiting in it (feeds) end, later ones are answered 503.
+    func close() { engine.close() }
+}
+
+/// SwiftCouch's network seam, answered in process by the engine: each request is turned into the
+/// engine's request value, answered by `CouchEngine.handle` on the connection's queue, and its
+/// response (whole or chunked) handed back as the pipeline expects it.
+struct EngineTransport: Transport {
+    let connection: EngineConnection
+
+    func send(_ request: HTTPRequest, completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void)
+        -> any Cancellable
+    {
+        let call = EngineCall()
+        let limit = request.maximumResponseBodySize
+        call.onFinish { completion($0) }
+        connection.queue.async { [connection] in
+            guard !call.isCancelled else { return }
+            let body: Data
+            switch Self.requestBody(request) {
+            case .success(let data): body = data
+            case .failure(let error): return call.finish(.failure(error))
+            }
+            let response = connection.handle(request, body: body)
+            var data = Data()
+            switch response.body {
+            case .empty: break
+            case .data(let bytes): data = bytes
+            case .stream(let produce):
+                produce(
+                    ChunkCollector(call: call) { chunk in
+                        data.append(chunk)
+                        return limit.map { data.count <= $0 } ?? true
+                    })
+            }
+            if let limit, data.count > limit {
+                return call.finish(.failure(Self.tooLarge(data.count, limit: limit)))
+            }
+            call.finish(.success(HTTPResponse(statusCode: response.status, headers: response.headers, body: data)))
+        }
+        return call
+    }
+
+    func stream(_ request: HTTPRequest, receiver: any StreamReceiver) -> any StreamingTask {
+        let call = EngineCall()
+        call.onFinish { result in
+            if case .failure(let error) = result {
+                receiver.complete(error: error)
+            } else {
+                receiver.complete(error: nil)
+            }
+        }
+        connection.queue.async { [connection] in
+            guard !call.isCancelled else { return }
+            let body: Data
+            switch Self.requestBody(request) {
+            case .success(let data): body = data
+            case .failure(let error): return call.finish(.failure(error))
+            }
+            let response = connection.handle(request, body: body)
+            guard call.waitWhilePaused() else { return }
+            receiver.receive(head: HTTPResponse(statusCode: response.status, headers: response.headers))
+            switch response.body {
+            case .empty:
+                break
+            case .data(let bytes):
+                // Handed over in pieces, so a download writes its file as it goes and can pause.
+                var offset = 0
+                while offset < bytes.count {
+                    guard call.waitWhilePaused() else { return }
+                    let end = min(offset + Self.pieceSize, bytes.count)
+                    receiver.receive(chunk: bytes.subdata(in: offset..<end))
+                    offset = end
+                }
+            case .stream(let produce):
+                produce(
+                    ChunkCollector(call: call) { chunk in
+                        receiver.receive(chunk: chunk)
+                        return true
+                    })
+            }
+            call.finish(.success(HTTPResponse(statusCode: response.status)))
+        }
+        return call
+    }
+
+    /// The size of the pieces a whole body is streamed in.
+    static let pieceSize = 256 * 1024
+
+    /// The request's body: in memory, or read from its file or stream (the engine takes a
+    /// request's body whole).
+    static func requestBody(_ request: HTTPRequest) -> Result<Data, any Error> {
+        if let body = request.body { return .success(body) }
+        guard let streamed = request.streamedBody else { return .success(Data()) }
+        guard let stream = streamed.makeInputStream() else {
+            return .failure(
+                CouchError(kind: .transport, message: "The request's body stream was already read; it cannot be sent."))
+        }
+        stream.open()
+        defer { stream.close() }
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = stream.read(&buffer, maxLength: buffer.count)
+            if count < 0 {
+                return .failure(
+                    CouchError(
+                        kind: .transport,
+                        message: "Reading the request's body failed: \(stream.streamError.map { "\($0)" } ?? "")",
+                        underlying: stream.streamError))
+            }
+            if count == 0 { break }
+            data.append(contentsOf: buffer[0..<count])
+        }
+        return .success(data)
+    }
+
+    static func tooLarge(_ size: Int, limit: Int) -> URLError {
+        URLError(
+            .dataLengthExceedsMaximum,
+            userInfo: [
+                NSLocalizedDescriptionKey:
+                    "The response body (at least \(size) bytes) exceeds the limit of \(limit) bytes"
+                    + " (Configuration.maximumResponseBodySize)."
+            ])
+    }
+}
+
+/// Writes a streamed response's chunks for the engine, stopping once the call is cancelled (or the
+/// consumer says so).
+private struct ChunkCollector: ChunkWriter, @unchecked Sendable {
+    // @unchecked: `deliver` runs only on the one thread the engine's producer runs on.
+    let call: EngineCall
+    let deliver: (Data) -> Bool
+
+    func write(_ data: Data) -> Bool {
+        guard call.waitWhilePaused() else { return false }
+        return deliver(data)
+    }
+}
+
+/// One request in the engine: cancelled at most once, finished exactly once, paused and resumed by
+/// the stream's consumer.
+final class EngineCall: StreamingTask, @unchecked Sendable {
+    // @unchecked: every member is only touched under `condition`.
+    private let condition = NSCondition()
+    private var cancelled = false
+    private var paused = false
+    private var finished = false
+    private var completion: (@Sendable (Result<HTTPResponse, any Error>) -> Void)?
+
+    func onFinish(_ completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void) {
+        condition.withLock { self.completion = completion }
+    }
+
+    var isCancelled: Bool { condition.withLock { cancelled } }
+
+    /// Waits while the consumer has paused; false once the call is cancelled.
+    func waitWhilePaused() -> Bool {
+        condition.withLock {
+            while paused && !cancelled { condition.wait() }
+            return !cancelled
+        }
+    }
+
+    /// Delivers the result, once (a cancelled call has already delivered its error).
+    func finish(_ result: Result<HTTPResponse, any Error>) {
+        let deliver = condition.withLock { () -> (@Sendable (Result<HTTPResponse, any Error>) -> Void)? in
+            guard !finished else { return nil }
+            finished = true
+            defer { completion = nil }
+            return completion
+        }
+        deliver?(result)
+    }
+
+    func cancel() {
+        condition.withLock {
+            cancelled = true
+            condition.broadcast()
+        }
+        finish(.failure(URLError(.cancelled)))
+    }
+
+    func pause() { condition.withLock { paused = true } }
+
+    func resume() {
+        condition.withLock {
+            paused = false
+            condition.broadcast()
+        }
+    }
+}
