@@ -17,15 +17,20 @@ struct Attachment: Sendable {
     var length: Int { data.count }
 
     /// A new attachment: compressible types are gzip-encoded and digested as CouchDB stores them.
-    init(name: String, contentType: String, revpos: Int, data: Data, digest: String? = nil) {
+    /// `encoded` is the gzip form `data` arrived in (a replicated `"encoding": "gzip"` attachment): CouchDB
+    /// stores those bytes as they are, so they give the digest.
+    init(name: String, contentType: String, revpos: Int, data: Data, digest: String? = nil, encoded: Data? = nil) {
         self.name = name
         self.contentType = contentType
         self.revpos = revpos
         self.data = data
         self.digest = ""
-        if isCompressible {
+        if let encoded {
+            self.encoded = encoded
+            self.digest = digest ?? "md5-" + Crypto.md5(encoded).base64EncodedString()
+        } else if isCompressible {
             let gz = ZlibCompatibleGzip.compress(data)
-            encoded = gz
+            self.encoded = gz
             self.digest = digest ?? "md5-" + Crypto.md5(gz).base64EncodedString()
         } else {
             self.digest = digest ?? "md5-" + Crypto.md5(data).base64EncodedString()
