@@ -58,9 +58,64 @@ public final class Interpreter {
     /// Lines passed to `log`.
     public private(set) var logs: [String] = []
 
+    /// The built-in objects (made by `init`): Object, Array, their prototypes and methods, Math, JSON…
+    /// Many hold each other (`Object.prototype.constructor === Object`), so `deinit` breaks those cycles.
+    private var builtins: [JSObject] = []
+    /// The scopes functions were made in, other than the global one (a function declared in a
+    /// function is bound in the scope it closes over: a cycle). Weak, so that they die as they
+    /// would have; `deinit` takes apart the ones still alive then.
+    private var closureScopes: [WeakScope] = []
+    /// How many `closureScopes` may hold before the dead ones are dropped.
+    private var closureScopesCompactAt = 1_024
+
     public init() {
         global = Scope(parent: nil, isFunction: true)
         installBuiltins()
+        builtins = Self.objectsReachable(
+            from: global.boundObjects + [
+                objectPrototype, functionPrototype, arrayPrototype, stringPrototype, numberPrototype,
+                booleanPrototype, datePrototype, regexPrototype, errorPrototype,
+            ])
+    }
+
+    /// Ends the interpreter without leaking: JavaScript's object graph is full of reference cycles
+    /// ARC does not free (a prototype and its constructor, a function and the scope that binds it).
+    /// The global scope and the scopes functions were made in let go of what they bind, and the
+    /// built-ins of the objects they refer to. Values a host still holds keep their own members
+    /// (what they inherit from the built-ins loses its functions: they need this interpreter anyway).
+    deinit {
+        var pending: [AnyObject] = []
+        global.detach(into: &pending)
+        for entry in closureScopes { entry.scope?.detach(into: &pending) }
+        closureScopes = []
+        for object in builtins { object.dropObjectReferences(into: &pending) }
+        builtins = []
+        Teardown.release(&pending)
+    }
+
+    /// Every object reachable from `roots` through properties, elements and prototypes.
+    private static func objectsReachable(from roots: [JSObject]) -> [JSObject] {
+        var seen = Set<ObjectIdentifier>()
+        var found: [JSObject] = []
+        var stack = roots
+        while let object = stack.popLast() {
+            guard seen.insert(ObjectIdentifier(object)).inserted else { continue }
+            found.append(object)
+            if let prototype = object.prototype { stack.append(prototype) }
+            for case .object(let o) in object.properties.values { stack.append(o) }
+            for case .object(let o) in object.array ?? [] { stack.append(o) }
+        }
+        return found
+    }
+
+    /// Notes a scope a function was made in (see `closureScopes`).
+    private func noteClosureScope(_ scope: Scope) {
+        if scope === global || closureScopes.last?.scope === scope { return }
+        closureScopes.append(WeakScope(scope: scope))
+        if closureScopes.count >= closureScopesCompactAt {
+            closureScopes.removeAll { $0.scope == nil }
+            closureScopesCompactAt = max(1_024, closureScopes.count * 2)
+        }
     }
 
     // MARK: - Running code
@@ -510,10 +565,11 @@ public final class Interpreter {
         let f = JSObject(prototype: functionPrototype, className: "Function")
         f.callable = .user(node, scope, thisValue: node.isArrow ? (this ?? .undefined) : nil)
         if !node.isArrow {
-            let prototype = newObject()
-            prototype.set("constructor", .object(f))
-            f.properties["prototype"] = .object(prototype)
+            // Its `prototype` object is made when first asked for (see `JSObject.prototypeOnDemand`).
+            note(bytes: Interpreter.objectCost)
+            f.prototypeOnDemand = true
         }
+        noteClosureScope(scope)
         return f
     }
 
