@@ -197,9 +197,7 @@ extension CouchEngine {
     }
 
     func dbUpdates(_ ctx: RequestContext) throws(CouchError) -> ServerResponse {
-        guard ctx.method == "GET" || ctx.method == "HEAD" || ctx.method == "POST" else {
-            throw CouchError.methodNotAllowed("GET,HEAD,POST")
-        }
+        guard ctx.method == "GET" || ctx.method == "HEAD" else { throw CouchError.methodNotAllowed("GET") }
         // CouchDB serves `_db_updates` from `_global_changes`, which a single node does not have
         // until someone creates it.
         guard database(named: "_global_changes") != nil else { throw CouchError.dbNotFound }
