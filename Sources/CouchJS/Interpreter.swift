@@ -67,6 +67,11 @@ public final class Interpreter {
     private var closureScopes: [WeakScope] = []
     /// How many `closureScopes` may hold before the dead ones are dropped.
     private var closureScopesCompactAt = 1_024
+    /// How many scopes functions were made in may be alive before `collectCycles` looks for garbage.
+    private var collectCyclesAt = 256
+
+    /// How many scopes functions were made in are alive (for tests).
+    var liveClosureScopeCount: Int { closureScopes.reduce(0) { $0 + ($1.scope == nil ? 0 : 1) } }
 
     public init() {
         global = Scope(parent: nil, isFunction: true)
@@ -106,6 +111,55 @@ public final class Interpreter {
             for case .object(let o) in object.array ?? [] { stack.append(o) }
         }
         return found
+    }
+
+    /// Breaks the cycles left by calls that ended: once `collectCyclesAt` scopes functions were made in
+    /// are alive, the ones nothing reaches from the global scope, the built-ins or `roots` any more
+    /// (a function declared in a function, bound in the scope it closes over: each a cycle) let go of
+    /// what they bind. Only between calls, with every value the host keeps among `roots`: a scope only
+    /// the host's values reach would be emptied.
+    func collectCycles(roots: [JSValue]) {
+        closureScopes.removeAll { $0.scope == nil }
+        guard closureScopes.count >= collectCyclesAt else { return }
+        var objectsSeen = Set<ObjectIdentifier>()
+        var scopesSeen = Set<ObjectIdentifier>()
+        var objects = builtins + roots.compactMap(\.object)
+        var scopes = [global]
+        while true {
+            if let object = objects.popLast() {
+                guard objectsSeen.insert(ObjectIdentifier(object)).inserted else { continue }
+                if let prototype = object.prototype { objects.append(prototype) }
+                for case .object(let o) in object.properties.values { objects.append(o) }
+                for case .object(let o) in object.array ?? [] { objects.append(o) }
+                switch object.callable {
+                case .user(_, let scope, let this)?:
+                    scopes.append(scope)
+                    if case .object(let o)? = this { objects.append(o) }
+                case .bound(let target, let this, let args)?:
+                    for case .object(let o) in [target, this] + args { objects.append(o) }
+                default: break
+                }
+            } else if let scope = scopes.popLast() {
+                guard scopesSeen.insert(ObjectIdentifier(scope)).inserted else { continue }
+                objects += scope.boundObjects
+                if let parent = scope.parent { scopes.append(parent) }
+            } else {
+                break
+            }
+        }
+        var pending: [AnyObject] = []
+        var reached: [WeakScope] = []
+        for entry in closureScopes {
+            guard let scope = entry.scope else { continue }
+            if scopesSeen.contains(ObjectIdentifier(scope)) {
+                reached.append(entry)
+            } else {
+                scope.detach(into: &pending)
+            }
+        }
+        closureScopes = reached
+        collectCyclesAt = max(256, reached.count * 2)
+        Teardown.release(&pending)
     }
 
     /// Notes a scope a function was made in (see `closureScopes`).
