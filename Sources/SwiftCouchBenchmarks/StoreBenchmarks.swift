@@ -196,8 +196,9 @@ enum StoreBenchmarks {
 
     // MARK: - The rows
 
-    /// Runs the store rows whose name `isSelected` accepts; `couch` is the CouchDB to compare with.
-    static func run(sizes: StoreSizes, couch: PlainClient?, isSelected: (String) -> Bool) async -> [Row] {
+    /// Runs the store rows whose name contains `only` (all when nil); `couch` is the CouchDB to compare with.
+    static func run(sizes: StoreSizes, couch: PlainClient?, only: String?) async -> [Row] {
+        func isSelected(_ name: String) -> Bool { only.map { name.contains($0) } ?? true }
         var rows: [Row] = []
         let insertName = "insert \(sizes.insertDocuments) docs, _bulk_docs of \(sizes.batch)"
         let readNames = [

@@ -119,9 +119,11 @@ print("")
 var report = Report()
 let transports = availableTransports(for: serverURL)
 let plain = PlainClient(base: serverURL, username: username, password: password)
-print(
-    "Document: \(SmallDocument(_id: "doc0000000", n: 0, text: "small").json.utf8.count) bytes of JSON; "
-        + "\(sizes.repeats) repeat(s) per row, interleaved, medians reported.")
+if !storeOnly {
+    print(
+        "Document: \(SmallDocument(_id: "doc0000000", n: 0, text: "small").json.utf8.count) bytes of JSON; "
+            + "\(sizes.repeats) repeat(s) per row, interleaved, medians reported.")
+}
 
 /// `--only <text>`: just the rows whose name contains the text, or the one named exactly so (for
 /// profiling one workload: "PUT+GET pairs, concurrency 1" is also part of "… concurrency 16").
@@ -182,7 +184,7 @@ if !arguments.contains("--no-store") {
     let couch = environment["COUCHDB_URL"] != nil ? plain : nil
     let storeRows = await StoreBenchmarks.run(
         sizes: StoreSizes(quick: quick, openDocuments: openDocuments), couch: couch,
-        isSelected: { name in only.map { name.contains($0) } ?? true })
+        only: only)
     print(StoreBenchmarks.table(storeRows))
     print("")
     print(StoreBenchmarks.legend)
