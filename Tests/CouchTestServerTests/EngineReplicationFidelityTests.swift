@@ -177,4 +177,20 @@ import Testing
         #expect(seconds > 1_600_000_000)
         #expect(engine.send("POST", "/missing/_ensure_full_commit", json: [:]).status == 404)
     }
+
+    /// chttpd_db validates the content type first (chttpd:validate_ctype): 415 without application/json.
+    @Test func ensureFullCommitWantsJSON() throws {
+        let engine = try CouchEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        let bare = engine.send("POST", "/db/_ensure_full_commit")
+        #expect(bare.status == 415)
+        #expect(bare.json["error"]?.stringValue == "bad_content_type")
+        let text = engine.send(
+            "POST", "/db/_ensure_full_commit", body: Data("{}".utf8), headers: [("Content-Type", "text/plain")])
+        #expect(text.status == 415)
+        let json = engine.send(
+            "POST", "/db/_ensure_full_commit", body: Data(),
+            headers: [("Content-Type", "application/json; charset=utf-8")])
+        #expect(json.status == 201)
+    }
 }
