@@ -20,6 +20,8 @@ struct StoreSizes {
     var openDocuments: Int
     /// Documents of the compaction row (each then updated once: half the revisions are garbage).
     var compactDocuments: Int
+    /// Revisions of a design document saved and used by the design document row.
+    var designSaves: Int
 
     init(quick: Bool, openDocuments: Int? = nil) {
         // Quick (CI, a debug build): a few thousand documents, so the rows run in seconds.
@@ -27,6 +29,7 @@ struct StoreSizes {
         pointReads = quick ? 500 : 20_000
         self.openDocuments = max(1, openDocuments ?? (quick ? 3_000 : 1_000_000))
         compactDocuments = quick ? 1_000 : 20_000
+        designSaves = quick ? 100 : 1_000
     }
 }
 
@@ -219,6 +222,14 @@ enum StoreBenchmarks {
                 print("  \(openName): failed: \(error)")
             }
         }
+        let designName = "design document saves (each compiled, its view and validation run)"
+        if isSelected(designName) {
+            do {
+                rows.append(try designDocumentSaves(count: sizes.designSaves, name: designName))
+            } catch {
+                print("  \(designName): failed: \(error)")
+            }
+        }
         let compactName = "compaction, half the revisions garbage"
         if isSelected(compactName) {
             do {
@@ -390,6 +401,53 @@ enum StoreBenchmarks {
         print("OPENED " + (json ?? "{}"))
         engine.close()
         exit(0)
+    }
+
+    /// Saves `count` revisions of a design document (each save compiles its functions), queries its
+    /// view and runs its validation once per revision, in an engine without a data directory (so the
+    /// memory is the JavaScript's): this process's resident memory growth per save, after a warm-up.
+    static func designDocumentSaves(count: Int, name: String) throws -> Row {
+        let engine = try CouchEngine(options: CouchEngine.Options())
+        defer { engine.close() }
+        try expect(Engine.send(engine, "PUT", "/bench").0, [201], "PUT /bench")
+        for index in 0..<20 {
+            try expect(Engine.send(engine, "PUT", "/bench/d\(index)", body: Data(document(index).utf8)).0, [201], "PUT")
+        }
+        var rev: String?
+        func save(_ round: Int) throws {
+            var ddoc: [String: Any] = [
+                "views": [
+                    "v": [
+                        "map": """
+                        function (doc) {
+                          function label(t) { return t.toUpperCase() + \(round) }
+                          (doc.tags || []).forEach(function (t) { emit(label(t), doc.n) })
+                        }
+                        """,
+                        "reduce": "_count",
+                    ]
+                ],
+                "validate_doc_update": "function (newDoc) { if (newDoc.bad) { throw({forbidden: 'bad'}) } }",
+            ]
+            if let rev { ddoc["_rev"] = rev }
+            let (status, data) = Engine.send(
+                engine, "PUT", "/bench/_design/d", body: try JSONSerialization.data(withJSONObject: ddoc))
+            try expect(status, [201], "PUT _design/d")
+            rev = (try JSONSerialization.jsonObject(with: data) as? [String: Any])?["rev"] as? String
+            try expect(Engine.send(engine, "GET", "/bench/_design/d/_view/v", query: "reduce=false").0, [200], "view")
+            try expect(
+                Engine.send(engine, "PUT", "/bench/bad\(round)", body: Data("{\"bad\":true}".utf8)).0, [403],
+                "validation")
+        }
+        for round in 0..<20 { try save(round) }
+        Measure.resetPeakResident()
+        let before = residentMemory()?.now ?? 0
+        for round in 20..<(20 + count) { try save(round) }
+        Measure.resetPeakResident()
+        let after = residentMemory()?.now ?? 0
+        return Row(
+            name: name, unit: "KiB/save", store: Double(after - before) / 1024 / Double(count), higherIsBetter: false,
+            note: "\(count) saves; resident memory growth (VmRSS) over them, per save")
     }
 
     /// Writes `documents` documents, updates each once, and compacts: the data directory's size after
