@@ -178,6 +178,34 @@ import Testing
         #expect(engine.send("POST", "/missing/_ensure_full_commit", json: [:]).status == 404)
     }
 
+    /// What a replicator relies on survives a restart: the instance_start_time it checkpointed against
+    /// (a change would look like a recreated database), the sender's revpos, and a gzip-received
+    /// attachment's text, digest and length.
+    @Test func aRestartKeepsWhatReplicatorsRelyOn() throws {
+        let dir = makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var startTime: String?
+        do {
+            let engine = try CouchEngine(options: testOptions(dir))
+            defer { engine.close() }
+            engine.send("PUT", "/db")
+            #expect(Self.replicatedPut(engine).status == 201)
+            startTime =
+                engine.send("POST", "/db/_ensure_full_commit", json: [:]).json["instance_start_time"]?
+                .stringValue
+        }
+        let engine = try CouchEngine(options: testOptions(dir))
+        defer { engine.close() }
+        let again = engine.send("POST", "/db/_ensure_full_commit", json: [:]).json["instance_start_time"]
+        #expect(startTime != nil && again?.stringValue == startTime)
+        #expect(engine.send("GET", "/db").json["instance_start_time"]?.stringValue == startTime)
+        #expect(engine.send("GET", "/db/r/t.txt").data == Self.text)
+        let stub = try #require(engine.send("GET", "/db/r").json["_attachments"]?["t.txt"])
+        #expect(stub["digest"]?.stringValue == Self.gzippedDigest)
+        #expect(stub["length"]?.intValue == Int64(Self.text.count))
+        #expect(stub["revpos"]?.intValue == 2)
+    }
+
     /// chttpd_db validates the content type first (chttpd:validate_ctype): 415 without application/json.
     @Test func ensureFullCommitWantsJSON() throws {
         let engine = try CouchEngine(options: testOptions())
