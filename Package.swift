@@ -43,7 +43,7 @@ let package = Package(
             name: "CouchTestServer", dependencies: ["HTTPWire", "CouchQuery", "CouchGzip", "CouchStore"],
             path: "TestServer/Sources/CouchTestServer"),
         .executableTarget(
-            name: "SwiftCouchBenchmarks", dependencies: ["SwiftCouch", "CouchTestServer"],
+            name: "SwiftCouchBenchmarks", dependencies: ["SwiftCouch", "CouchTestServer", "CouchStore", "HTTPWire"],
             path: "Sources/SwiftCouchBenchmarks"),
         // The chaos soak: mixed operations under every fault at once, invariants checked afterwards.
         .executableTarget(

@@ -58,9 +58,118 @@ public final class Interpreter {
     /// Lines passed to `log`.
     public private(set) var logs: [String] = []
 
+    /// The built-in objects (made by `init`): Object, Array, their prototypes and methods, Math, JSON…
+    /// Many hold each other (`Object.prototype.constructor === Object`), so `deinit` breaks those cycles.
+    private var builtins: [JSObject] = []
+    /// The scopes functions were made in, other than the global one (a function declared in a
+    /// function is bound in the scope it closes over: a cycle). Weak, so that they die as they
+    /// would have; `deinit` takes apart the ones still alive then.
+    private var closureScopes: [WeakScope] = []
+    /// How many `closureScopes` may hold before the dead ones are dropped.
+    private var closureScopesCompactAt = 1_024
+    /// How many scopes functions were made in may be alive before `collectCycles` looks for garbage.
+    private var collectCyclesAt = 256
+
+    /// How many scopes functions were made in are alive (for tests).
+    var liveClosureScopeCount: Int { closureScopes.reduce(0) { $0 + ($1.scope == nil ? 0 : 1) } }
+
     public init() {
         global = Scope(parent: nil, isFunction: true)
         installBuiltins()
+        builtins = Self.objectsReachable(
+            from: global.boundObjects + [
+                objectPrototype, functionPrototype, arrayPrototype, stringPrototype, numberPrototype,
+                booleanPrototype, datePrototype, regexPrototype, errorPrototype,
+            ])
+    }
+
+    /// Ends the interpreter without leaking: JavaScript's object graph is full of reference cycles
+    /// ARC does not free (a prototype and its constructor, a function and the scope that binds it).
+    /// The global scope and the scopes functions were made in let go of what they bind, and the
+    /// built-ins of the objects they refer to. Values a host still holds keep their own members
+    /// (what they inherit from the built-ins loses its functions: they need this interpreter anyway).
+    deinit {
+        var pending: [AnyObject] = []
+        global.detach(into: &pending)
+        for entry in closureScopes { entry.scope?.detach(into: &pending) }
+        closureScopes = []
+        for object in builtins { object.dropObjectReferences(into: &pending) }
+        builtins = []
+        Teardown.release(&pending)
+    }
+
+    /// Every object reachable from `roots` through properties, elements and prototypes.
+    private static func objectsReachable(from roots: [JSObject]) -> [JSObject] {
+        var seen = Set<ObjectIdentifier>()
+        var found: [JSObject] = []
+        var stack = roots
+        while let object = stack.popLast() {
+            guard seen.insert(ObjectIdentifier(object)).inserted else { continue }
+            found.append(object)
+            if let prototype = object.prototype { stack.append(prototype) }
+            for case .object(let o) in object.properties.values { stack.append(o) }
+            for case .object(let o) in object.array ?? [] { stack.append(o) }
+        }
+        return found
+    }
+
+    /// Breaks the cycles left by calls that ended: once `collectCyclesAt` scopes functions were made in
+    /// are alive, the ones nothing reaches from the global scope, the built-ins or `roots` any more
+    /// (a function declared in a function, bound in the scope it closes over: each a cycle) let go of
+    /// what they bind. Only between calls, with every value the host keeps among `roots`: a scope only
+    /// the host's values reach would be emptied.
+    func collectCycles(roots: [JSValue]) {
+        closureScopes.removeAll { $0.scope == nil }
+        guard closureScopes.count >= collectCyclesAt else { return }
+        var objectsSeen = Set<ObjectIdentifier>()
+        var scopesSeen = Set<ObjectIdentifier>()
+        var objects = builtins + roots.compactMap(\.object)
+        var scopes = [global]
+        while true {
+            if let object = objects.popLast() {
+                guard objectsSeen.insert(ObjectIdentifier(object)).inserted else { continue }
+                if let prototype = object.prototype { objects.append(prototype) }
+                for case .object(let o) in object.properties.values { objects.append(o) }
+                for case .object(let o) in object.array ?? [] { objects.append(o) }
+                switch object.callable {
+                case .user(_, let scope, let this)?:
+                    scopes.append(scope)
+                    if case .object(let o)? = this { objects.append(o) }
+                case .bound(let target, let this, let args)?:
+                    for case .object(let o) in [target, this] + args { objects.append(o) }
+                default: break
+                }
+            } else if let scope = scopes.popLast() {
+                guard scopesSeen.insert(ObjectIdentifier(scope)).inserted else { continue }
+                objects += scope.boundObjects
+                if let parent = scope.parent { scopes.append(parent) }
+            } else {
+                break
+            }
+        }
+        var pending: [AnyObject] = []
+        var reached: [WeakScope] = []
+        for entry in closureScopes {
+            guard let scope = entry.scope else { continue }
+            if scopesSeen.contains(ObjectIdentifier(scope)) {
+                reached.append(entry)
+            } else {
+                scope.detach(into: &pending)
+            }
+        }
+        closureScopes = reached
+        collectCyclesAt = max(256, reached.count * 2)
+        Teardown.release(&pending)
+    }
+
+    /// Notes a scope a function was made in (see `closureScopes`).
+    private func noteClosureScope(_ scope: Scope) {
+        if scope === global || closureScopes.last?.scope === scope { return }
+        closureScopes.append(WeakScope(scope: scope))
+        if closureScopes.count >= closureScopesCompactAt {
+            closureScopes.removeAll { $0.scope == nil }
+            closureScopesCompactAt = max(1_024, closureScopes.count * 2)
+        }
     }
 
     // MARK: - Running code
@@ -510,10 +619,11 @@ public final class Interpreter {
         let f = JSObject(prototype: functionPrototype, className: "Function")
         f.callable = .user(node, scope, thisValue: node.isArrow ? (this ?? .undefined) : nil)
         if !node.isArrow {
-            let prototype = newObject()
-            prototype.set("constructor", .object(f))
-            f.properties["prototype"] = .object(prototype)
+            // Its `prototype` object is made when first asked for (see `JSObject.prototypeOnDemand`).
+            note(bytes: Interpreter.objectCost)
+            f.prototypeOnDemand = true
         }
+        noteClosureScope(scope)
         return f
     }
 

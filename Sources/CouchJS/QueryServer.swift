@@ -6,10 +6,15 @@ import Foundation
 /// with `emit`, `sum`, `log`, `toJSON`, `isArray` and `require` as CouchDB provides them.
 ///
 /// One instance runs one design document's functions; it is not thread-safe (callers hold a
-/// lock or make one per use).
+/// lock or make one per use). The functions a host keeps and calls are the ones `compile` made:
+/// between calls, what the calls left in reference cycles and nothing else reaches is freed.
 public final class JSQueryServer {
     public let interpreter = Interpreter()
     private var emitted: [(JSON, JSON)] = []
+    /// What `compile` made: the host may keep and call them, so they stay reachable.
+    private var compiled: [JSValue] = []
+    /// Calls into `guarded` running (cycles are collected when the outermost ends).
+    private var callDepth = 0
     /// The design document, for `require` of its CommonJS modules.
     private let designDocument: JSON?
     private var moduleCache: [String: JSValue] = [:]
@@ -77,6 +82,7 @@ public final class JSQueryServer {
             guard value.object?.callable != nil else {
                 throw Failure.compilation("Expression does not eval to a function. (\(source.prefix(80)))")
             }
+            compiled.append(value)
             return value
         } catch let failure as Failure {
             throw failure
@@ -108,6 +114,13 @@ public final class JSQueryServer {
     /// result's conversion all on the interpreter's stack and within one set of budgets; whatever
     /// goes wrong (a throw, a budget, a syntax error) is a `Failure`, never a trap.
     private func guarded<T>(_ body: () throws -> T) throws(Failure) -> T {
+        callDepth += 1
+        defer {
+            callDepth -= 1
+            if callDepth == 0 {
+                interpreter.collectCycles(roots: compiled + Array(moduleCache.values) + providers.map(\.1))
+            }
+        }
         do {
             return try interpreter.withBudget {
                 do {

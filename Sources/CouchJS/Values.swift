@@ -196,9 +196,39 @@ public final class JSObject {
     var date: Double?
     var regex: JSRegex?
 
+    /// Whether this user function's `prototype` object is still to be made: it is made when first
+    /// asked for. Made with the function, it and the function (its `constructor`) would hold each
+    /// other: a reference cycle ARC never frees, for every function a design document's code makes
+    /// (each `forEach` callback of each document mapped).
+    var prototypeOnDemand = false
+
     init(prototype: JSObject? = nil, className: String = "Object") {
         self.prototype = prototype
         self.className = className
+    }
+
+    /// Makes the `prototype` of a user function: `{constructor: f}`, inheriting from the
+    /// `Object.prototype` that `Function.prototype` inherits from.
+    private func makePrototypeOnDemand() {
+        prototypeOnDemand = false
+        let made = JSObject(prototype: prototype?.prototype)
+        made.set("constructor", .object(self))
+        properties["prototype"] = .object(made)
+    }
+
+    /// Lets go of the objects this one refers to through its properties and elements, keeping its
+    /// other members (a string `name`, the prototype it inherits from): how an ending interpreter
+    /// breaks the cycles among its built-ins without emptying what a host may still read of them.
+    func dropObjectReferences(into pending: inout [AnyObject]) {
+        if let items = array, items.contains(where: { $0.object != nil }) {
+            for case .object(let o) in items { pending.append(o) }
+            array = items.map { $0.object == nil ? $0 : .undefined }
+        }
+        for (key, value) in properties {
+            guard case .object(let o) = value else { continue }
+            pending.append(o)
+            properties[key] = .undefined
+        }
     }
 
     deinit {
@@ -234,6 +264,7 @@ public final class JSObject {
     }
 
     func get(_ key: String) -> JSValue {
+        if prototypeOnDemand, key == "prototype" { makePrototypeOnDemand() }
         if let array {
             if key == "length" { return .number(Double(array.count)) }
             if let i = JSNumber.arrayIndex(key) { return i < array.count ? array[i] : .undefined }
@@ -247,6 +278,7 @@ public final class JSObject {
     }
 
     func hasOwn(_ key: String) -> Bool {
+        if prototypeOnDemand, key == "prototype" { return true }
         if let array, key == "length" || JSNumber.arrayIndex(key).map({ $0 < array.count }) == true { return true }
         return properties[key] != nil
     }
@@ -279,11 +311,18 @@ public final class JSObject {
                 return
             }
         }
+        if prototypeOnDemand, key == "prototype" {
+            // Not enumerable, as the one made on demand would have been.
+            prototypeOnDemand = false
+            properties[key] = value
+            return
+        }
         if properties[key] == nil { keyOrder.append(key) }
         properties[key] = value
     }
 
     func delete(_ key: String) {
+        if key == "prototype" { prototypeOnDemand = false }
         if array != nil, let i = JSNumber.arrayIndex(key), i < array!.count {
             array![i] = .undefined
             return
@@ -358,6 +397,9 @@ final class Scope {
         }
     }
 
+    /// The objects this scope binds.
+    var boundObjects: [JSObject] { bindings.values.compactMap(\.object) }
+
     func lookup(_ name: String) -> JSValue? {
         var scope: Scope? = self
         while let s = scope {
@@ -398,6 +440,11 @@ final class Scope {
         while let parent = scope.parent { scope = parent }
         return scope
     }
+}
+
+/// A weak reference to a scope (see `Interpreter.closureScopes`).
+struct WeakScope {
+    weak var scope: Scope?
 }
 
 /// Releases what a dying object or scope held one at a time instead of recursively: a chain of a

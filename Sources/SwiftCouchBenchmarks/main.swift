@@ -7,6 +7,8 @@
 //     swift run -c release SwiftCouchBenchmarks --only _all_docs   # the rows whose name contains it
 //     swift run -c release SwiftCouchBenchmarks --only PUT --transport sockets --no-baseline   # profiling
 //     swift run -c release SwiftCouchBenchmarks --urlsession-study   # ways of driving URLSession
+//     swift run -c release SwiftCouchBenchmarks --store-only   # just the CouchStore rows
+//     swift run -c release SwiftCouchBenchmarks --store-only --open-docs 100000   # a smaller open row
 //
 // Against a TestServer started in a child process (so the client's CPU and memory are measured
 // alone), or against the CouchDB named by COUCHDB_URL (with COUCHDB_USER and COUCHDB_PASSWORD).
@@ -20,6 +22,7 @@ let arguments = CommandLine.arguments
 
 let knownFlags: Set<String> = [
     "--quick", "--repeats", "--only", "--transport", "--no-baseline", "--urlsession-study", "--serve",
+    "--store-only", "--no-store", "--open-docs", "--open-database",
 ]
 if arguments.contains("--help") || arguments.contains("-h") {
     print(
@@ -33,6 +36,10 @@ if arguments.contains("--help") || arguments.contains("-h") {
           --transport NAME     only the library rows over NAME (sockets or URLSession)
           --no-baseline        skip the plain-Foundation rows (for profiling; no ratios then)
           --urlsession-study   client CPU per PUT+GET pair for several ways of driving URLSession
+          --store-only         only the store rows (CouchStore's engine in-process, against CouchDB
+                               when COUCHDB_URL is set)
+          --no-store           skip the store rows
+          --open-docs N        the open row's database size (default 1,000,000; quick 3,000)
 
         Against the CouchDB named by COUCHDB_URL (COUCHDB_USER, COUCHDB_PASSWORD), or else a
         TestServer in a child process. It only reports; nothing is asserted.
@@ -42,6 +49,11 @@ if arguments.contains("--help") || arguments.contains("-h") {
 if let unknown = arguments.dropFirst().first(where: { $0.hasPrefix("-") && !knownFlags.contains($0) }) {
     FileHandle.standardError.write(Data("Unknown option \(unknown); --help lists the options.\n".utf8))
     exit(2)
+}
+
+// Child mode of the store's open row: open a data directory, report, exit.
+if let index = arguments.firstIndex(of: "--open-database"), index + 1 < arguments.count {
+    StoreBenchmarks.openChild(directory: arguments[index + 1])
 }
 
 // Child mode: serve a TestServer until stdin closes.
@@ -58,6 +70,10 @@ let quick = arguments.contains("--quick")
 let repeats = arguments.firstIndex(of: "--repeats").flatMap { $0 + 1 < arguments.count ? Int(arguments[$0 + 1]) : nil }
 let sizes = BenchmarkSizes(quick: quick, repeats: repeats)
 let environment = ProcessInfo.processInfo.environment
+let storeOnly = arguments.contains("--store-only")
+let openDocuments = arguments.firstIndex(of: "--open-docs").flatMap {
+    $0 + 1 < arguments.count ? Int(arguments[$0 + 1]) : nil
+}
 
 /// The server: COUCHDB_URL, or a TestServer in a child process.
 let child: Process?
@@ -69,6 +85,12 @@ if let raw = environment["COUCHDB_URL"], let url = URL(string: raw) {
     serverURL = url
     username = environment["COUCHDB_USER"] ?? "admin"
     password = environment["COUCHDB_PASSWORD"] ?? "password"
+} else if storeOnly {
+    // The store rows need no server: only CouchDB's side would, and there is none.
+    child = nil
+    serverURL = URL(string: "http://127.0.0.1:5984")!
+    username = "admin"
+    password = "password"
 } else {
     let (process, url) = try startChildServer()
     child = process
@@ -86,18 +108,22 @@ if arguments.contains("--urlsession-study") {
 }
 
 let machine = MachineDescription.current()
-print(
-    "SwiftCouch benchmarks (\(quick ? "quick" : "full") size) against \(child == nil ? serverURL.absoluteString : "a TestServer in a child process")"
-)
+let against =
+    storeOnly && environment["COUCHDB_URL"] == nil
+    ? "no server (store rows only)"
+    : child == nil ? serverURL.absoluteString : "a TestServer in a child process"
+print("SwiftCouch benchmarks (\(quick ? "quick" : "full") size) against \(against)")
 print(machine)
 print("")
 
 var report = Report()
 let transports = availableTransports(for: serverURL)
 let plain = PlainClient(base: serverURL, username: username, password: password)
-print(
-    "Document: \(SmallDocument(_id: "doc0000000", n: 0, text: "small").json.utf8.count) bytes of JSON; "
-        + "\(sizes.repeats) repeat(s) per row, interleaved, medians reported.")
+if !storeOnly {
+    print(
+        "Document: \(SmallDocument(_id: "doc0000000", n: 0, text: "small").json.utf8.count) bytes of JSON; "
+            + "\(sizes.repeats) repeat(s) per row, interleaved, medians reported.")
+}
 
 /// `--only <text>`: just the rows whose name contains the text, or the one named exactly so (for
 /// profiling one workload: "PUT+GET pairs, concurrency 1" is also part of "… concurrency 16").
@@ -114,7 +140,7 @@ let exactlyNamed = workloads.contains { $0.name == only }
 func isSelected(_ workload: Workload) -> Bool {
     only.map { exactlyNamed ? workload.name == $0 : workload.name.contains($0) } ?? true
 }
-for workload in workloads where isSelected(workload) {
+for workload in workloads where isSelected(workload) && !storeOnly {
     for _ in 0..<sizes.repeats {
         // The library runs first, so its peak memory is not inflated by what the baseline left behind.
         for (transportName, makeTransport) in transports
@@ -145,8 +171,21 @@ for workload in workloads where isSelected(workload) {
 }
 // Databases one row leaves for the next (the bulk row's, for the reads) are deleted even when
 // `--only` skipped the row that would have: the server is left as it was found.
-for workload in workloads where !isSelected(workload) { await workload.cleanUp(plain) }
+if !storeOnly {
+    for workload in workloads where !isSelected(workload) { await workload.cleanUp(plain) }
+    print(report.table())
+    print("")
+    print(Report.legend)
+}
 
-print(report.table())
-print("")
-print(Report.legend)
+// The store rows: CouchStore's engine in this process, against CouchDB when COUCHDB_URL names one.
+if !arguments.contains("--no-store") {
+    print("")
+    let couch = environment["COUCHDB_URL"] != nil ? plain : nil
+    let storeRows = await StoreBenchmarks.run(
+        sizes: StoreSizes(quick: quick, openDocuments: openDocuments), couch: couch,
+        only: only)
+    print(StoreBenchmarks.table(storeRows))
+    print("")
+    print(StoreBenchmarks.legend)
+}

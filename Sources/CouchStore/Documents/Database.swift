@@ -5,8 +5,9 @@ import Foundation
 enum AttachmentInput {
     /// `{"stub": true}`: keep the attachment of that name from the revision being edited.
     case stub(name: String, revpos: Int?, digest: String?)
-    /// New bytes (inline base64 or a standalone upload).
-    case data(name: String, contentType: String, data: Data)
+    /// New bytes (inline base64 or a standalone upload), with the sender's `revpos` (kept by replicated
+    /// writes) and, for a gzip-encoded multipart part, the gzip bytes as sent (they give the digest).
+    case data(name: String, contentType: String, data: Data, revpos: Int? = nil, encoded: Data? = nil)
     /// An attachment carried over unchanged (standalone PUT/DELETE of another attachment).
     case keep(Attachment)
 }
@@ -318,16 +319,21 @@ final class Database: @unchecked Sendable {
 
     // MARK: - Updates (lock held)
 
-    private func resolveAttachments(_ inputs: [AttachmentInput], parent: RevNode?, entry: DocEntry?, newPos: Int)
-        throws(CouchError) -> [Attachment]
-    {
+    /// New attachments get `newPos` as their `revpos`, or with `sendersRevpos` (`new_edits=false`) the one
+    /// sent (0 when none was, as CouchDB's `couch_att:from_json`).
+    private func resolveAttachments(
+        _ inputs: [AttachmentInput], parent: RevNode?, entry: DocEntry?, newPos: Int, sendersRevpos: Bool = false
+    ) throws(CouchError) -> [Attachment] {
         var out: [Attachment] = []
         for input in inputs {
             switch input {
             case .keep(let att):
                 out.append(att)
-            case .data(let name, let contentType, let data):
-                out.append(Attachment(name: name, contentType: contentType, revpos: newPos, data: data))
+            case .data(let name, let contentType, let data, let revpos, let encoded):
+                out.append(
+                    Attachment(
+                        name: name, contentType: contentType, revpos: sendersRevpos ? revpos ?? 0 : newPos, data: data,
+                        encoded: encoded))
             case .stub(let name, let revpos, let digest):
                 if let att = parent?.atts.first(where: { $0.name == name }) {
                     out.append(att)
@@ -394,7 +400,8 @@ final class Database: @unchecked Sendable {
                 newNodes[newNodes.count - 1] = last
             }
         }
-        let atts = try resolveAttachments(attachments, parent: existingParent, entry: entry, newPos: leafPos)
+        let atts = try resolveAttachments(
+            attachments, parent: existingParent, entry: entry, newPos: leafPos, sendersRevpos: true)
         newNodes[0] = RevNode(
             pos: leafPos, hash: leafHash, parent: newNodes[0].parent, deleted: deleted, body: body,
             atts: atts)

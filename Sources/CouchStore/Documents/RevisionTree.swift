@@ -19,18 +19,31 @@ struct Attachment: Sendable {
     /// reported to the request in progress, see ``RequestScope``, and gives empty bytes).
     var data: Data { bytes.load() }
 
-    /// The gzip bytes CouchDB stores for compressible types (the digest is their MD5), nil otherwise.
-    var encoded: Data? { isCompressible ? ZlibCompatibleGzip.compress(data) : nil }
+    /// The gzip bytes an attachment arrived in (a replicated `"encoding": "gzip"` attachment), kept in
+    /// memory until the attachment is stored; nil otherwise.
+    var received: AttachmentBytes?
+
+    /// The gzip bytes CouchDB stores for compressible types (the digest is their MD5), nil otherwise:
+    /// the bytes it arrived in when it came gzip-encoded, else the compressor's.
+    var encoded: Data? {
+        if let received { return received.load() }
+        return isCompressible ? ZlibCompatibleGzip.compress(data) : nil
+    }
 
     /// A new attachment: compressible types are gzip-encoded and digested as CouchDB stores them.
-    init(name: String, contentType: String, revpos: Int, data: Data, digest: String? = nil) {
+    /// `encoded` is the gzip form `data` arrived in (a replicated `"encoding": "gzip"` attachment): CouchDB
+    /// stores those bytes as they are, so they give the digest.
+    init(name: String, contentType: String, revpos: Int, data: Data, digest: String? = nil, encoded: Data? = nil) {
         self.name = name
         self.contentType = contentType
         self.revpos = revpos
         self.bytes = .inline(data)
         self.length = data.count
         self.digest = ""
-        if let digest {
+        self.received = encoded.map(AttachmentBytes.inline)
+        if let encoded {
+            self.digest = digest ?? "md5-" + Crypto.md5(encoded).base64EncodedString()
+        } else if let digest {
             self.digest = digest
         } else if isCompressible {
             self.digest = "md5-" + Crypto.md5(ZlibCompatibleGzip.compress(data)).base64EncodedString()
@@ -47,6 +60,7 @@ struct Attachment: Sendable {
         self.digest = digest
         self.length = length
         self.bytes = bytes
+        self.received = nil
     }
 
     /// Whether CouchDB stores this content type gzip-compressed (`[attachments] compressible_types`).

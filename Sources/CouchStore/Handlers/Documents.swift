@@ -59,7 +59,8 @@ extension CouchEngine {
     // MARK: - Parsing and validation
 
     /// Splits a JSON document into special members and body, with CouchDB's validation errors.
-    func parseDocument(_ json: JSON) throws(CouchError) -> ParsedDoc {
+    /// `followed` holds the bytes of the `"follows": true` attachments of a `multipart/related` upload.
+    func parseDocument(_ json: JSON, followed: [String: FollowedAttachment]? = nil) throws(CouchError) -> ParsedDoc {
         guard case .object(let pairs) = json else { throw CouchError.badRequest("Document must be a JSON object") }
         var doc = ParsedDoc()
         var body: [(String, JSON)] = []
@@ -116,8 +117,17 @@ extension CouchEngine {
                         doc.attachments.append(
                             .data(
                                 name: name,
-                                contentType: spec["content_type"]?.stringValue ?? "application/octet-stream", data: data
-                            ))
+                                contentType: spec["content_type"]?.stringValue ?? "application/octet-stream",
+                                data: data,
+                                revpos: spec["revpos"]?.intValue.map { Int($0) }))
+                    } else if spec["follows"]?.boolValue == true, let followed {
+                        guard let part = followed[name] else {
+                            throw CouchError.badRequest("Missing attachment data for \(name)")
+                        }
+                        doc.attachments.append(
+                            .data(
+                                name: name, contentType: part.contentType, data: part.data,
+                                revpos: spec["revpos"]?.intValue.map { Int($0) }, encoded: part.encoded))
                     } else if spec["follows"]?.boolValue == true {
                         throw CouchError.badRequest(
                             "Attachment \(name) uses `follows`, which needs a multipart/related request")
@@ -420,8 +430,8 @@ extension CouchEngine {
     private func putDocument(_ ctx: RequestContext, _ db: Database, id: String) throws(CouchError) -> ServerResponse {
         let request = ctx.request
         let isMultipart = (request.headers["Content-Type"] ?? "").lowercased().hasPrefix("multipart/related")
-        let json = isMultipart ? try parseMultipartDocument(request) : try request.jsonBody()
-        var doc = try parseDocument(json)
+        let (json, followed) = isMultipart ? try parseMultipartDocument(request) : (try request.jsonBody(), nil)
+        var doc = try parseDocument(json, followed: followed)
         try validateDocID(id, db)
         let rev = try baseRevision(request, bodyRev: doc.rev)
         doc.rev = rev

@@ -100,6 +100,9 @@ extension CouchEngine {
 
     func ensureFullCommit(_ ctx: RequestContext, _ db: Database) throws(CouchError) -> ServerResponse {
         guard ctx.method == "POST" else { throw CouchError.methodNotAllowed("POST") }
-        return Reply.json(201, ["ok": true, "instance_start_time": "0"])
+        guard ctx.request.contentTypeIsJSON else { throw CouchError.badContentType }
+        // CouchDB 3.5 answers the database's creation time (its shards' file suffix), as `GET /db` does:
+        // replicators compare it with their checkpoint's to notice a database deleted and recreated.
+        return Reply.json(201, ["ok": true, "instance_start_time": .string(String(db.instanceStartTime))])
     }
 }

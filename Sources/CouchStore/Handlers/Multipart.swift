@@ -9,6 +9,15 @@ struct MIMEPart {
     var body: Data
 }
 
+/// The bytes of one `"follows": true` attachment of a `multipart/related` upload.
+struct FollowedAttachment {
+    var contentType: String
+    /// The attachment's bytes (decoded when it came gzip-encoded).
+    var data: Data
+    /// The gzip bytes as sent, when the stub said `"encoding": "gzip"`.
+    var encoded: Data?
+}
+
 /// Reading and writing the MIME bodies CouchDB uses (`multipart/related` document uploads,
 /// `multipart/mixed` `open_revs` answers).
 enum MIME {
@@ -78,36 +87,52 @@ enum MIME {
 
 extension CouchEngine {
     /// A `multipart/related` document upload: the JSON part, then one part per `"follows": true` attachment.
-    func parseMultipartDocument(_ request: ServerRequest) throws(CouchError) -> JSON {
+    /// Returns the document (its `follows` stubs as sent) and the bytes of each following attachment by name.
+    ///
+    /// As CouchDB's `couch_att`/`couch_db:with_stream`: a part whose stub says `"encoding": "gzip"` (what
+    /// CouchDB's replicator pushes for compressible types) is kept as the sender stored it — its digest is
+    /// the MD5 of those gzip bytes — and stored decoded, inflated at most to the request's size limit
+    /// (413 `too_large` past it, 400 when it is not gzip). A stub `digest` that is not the MD5 of the bytes
+    /// received is 400 `content_md5_mismatch`.
+    func parseMultipartDocument(_ request: ServerRequest) throws(CouchError) -> (JSON, [String: FollowedAttachment]) {
         guard let boundary = MIME.boundary(request.headers["Content-Type"]),
             let parts = MIME.parse(request.body, boundary: boundary), let first = parts.first
         else {
             throw CouchError.badRequest("Invalid multipart/related body")
         }
-        guard var doc = try? JSON.parse(first.body) else { throw CouchError.invalidJSON }
+        guard let doc = try? JSON.parse(first.body) else { throw CouchError.invalidJSON }
         guard case .object = doc else { throw CouchError.badRequest("Document must be a JSON object") }
         var remaining = Array(parts.dropFirst())
-        var atts: [(String, JSON)] = []
-        for (name, spec) in (doc["_attachments"] ?? [:]).members {
-            guard spec["follows"]?.boolValue == true else {
-                atts.append((name, spec))
-                continue
-            }
+        var followed: [String: FollowedAttachment] = [:]
+        // What all the attachments together may inflate to.
+        var inflateBudget = request.maximumBodySize
+        for (name, spec) in (doc["_attachments"] ?? [:]).members where spec["follows"]?.boolValue == true {
             let index = remaining.firstIndex { MIME.filename($0) == name } ?? remaining.indices.first
             guard let index else { throw CouchError.badRequest("Missing attachment data for \(name)") }
             let part = remaining.remove(at: index)
+            if let digest = spec["digest"]?.stringValue, digest.hasPrefix("md5-"),
+                Data(base64Encoded: String(digest.dropFirst(4))) != Crypto.md5(part.body)
+            {
+                throw CouchError(400, "content_md5_mismatch", "Possible message corruption.")
+            }
             let contentType =
                 spec["content_type"]?.stringValue ?? part.headers["Content-Type"] ?? "application/octet-stream"
-            atts.append(
-                (
-                    name,
-                    .object([
-                        ("content_type", .string(contentType)), ("data", .string(part.body.base64EncodedString())),
-                    ])
-                ))
+            var attachment = FollowedAttachment(contentType: contentType, data: part.body, encoded: nil)
+            if spec["encoding"]?.stringValue == "gzip" {
+                do {
+                    attachment.data = try Gzip.decompress(part.body, maximumSize: max(inflateBudget, 0))
+                } catch {
+                    if case .outputTooLarge = error {
+                        throw CouchError(413, "too_large", "the request entity is too large")
+                    }
+                    throw CouchError.badRequest("Attachment \(name) is not properly gzipped.")
+                }
+                attachment.encoded = part.body
+                inflateBudget -= attachment.data.count
+            }
+            followed[name] = attachment
         }
-        if doc["_attachments"] != nil { doc = doc.setting("_attachments", .object(atts)) }
-        return doc
+        return (doc, followed)
     }
 
     /// One `open_revs` entry as a MIME part: plain JSON, or `multipart/related` with the attachment bytes.

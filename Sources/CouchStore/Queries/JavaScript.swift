@@ -35,6 +35,12 @@ final class JavaScriptFunctions: @unchecked Sendable {
             entry = existing
         } else {
             if servers.count > 200 { servers.removeAll() }
+            // A new revision of a design document replaces the query servers of its other revisions
+            // (a call still running on one keeps it until it returns).
+            if let separator = key.lastIndex(of: "\u{0}") {
+                let document = key[...separator]
+                for other in servers.keys where other.hasPrefix(document) { servers[other] = nil }
+            }
             entry = Entry(JSQueryServer(designDocument: ddoc))
             servers[key] = entry
         }
@@ -42,6 +48,13 @@ final class JavaScriptFunctions: @unchecked Sendable {
         entry.lock.lock()
         defer { entry.lock.unlock() }
         return try body(entry.server, &entry.functions)
+    }
+
+    /// How many query servers are kept (for tests).
+    var serverCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return servers.count
     }
 
     func cachedRows(_ key: String) -> [ViewRow]? {
@@ -73,8 +86,12 @@ extension CouchEngine {
         }
     }
 
+    /// The query server of a design document's functions: its database, id and content (without the
+    /// `_` members, so that the stored body views pass and the rendered document validations pass
+    /// name the same one, and a replaced revision is told apart by its content).
     private func serverKey(_ db: Database, _ ddocID: String, _ ddoc: JSON) -> String {
-        db.name + "\u{0}" + ddocID + "\u{0}" + (ddoc["_rev"]?.stringValue ?? Crypto.hex(Crypto.md5(ddoc.data)))
+        let content = JSON.object(ddoc.members.filter { !$0.0.hasPrefix("_") })
+        return db.name + "\u{0}" + ddocID + "\u{0}" + Crypto.hex(Crypto.md5(content.data))
     }
 
     // MARK: - Saving a design document

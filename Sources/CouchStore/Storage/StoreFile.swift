@@ -200,23 +200,20 @@ final class StoreFile: @unchecked Sendable {
         return pendingRecords > 0
     }
 
-    /// How many groups were synced by every file of this process (for tests of "one sync per request").
-    static var syncCount: Int {
-        syncCountLock.lock()
-        defer { syncCountLock.unlock() }
+    /// How many groups this file synced (tests of "one sync per request").
+    var syncCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
         return syncs
     }
-    private static let syncCountLock = NSLock()
-    nonisolated(unsafe) private static var syncs = 0  // only under syncCountLock
+    private var syncs = 0
 
     /// Writes the group with its commit record and waits until it is on disk (one `fsync`).
     func sync() throws(StoreFileError) {
         lock.lock()
         defer { lock.unlock() }
         guard pendingRecords > 0 else { return }
-        Self.syncCountLock.lock()
-        Self.syncs &+= 1
-        Self.syncCountLock.unlock()
+        syncs += 1
         guard !isClosed else { throw StoreFileError(description: "\(url.lastPathComponent) is closed") }
         var group = pending
         let commitEnd = durableEnd + Int64(group.count) + Int64(Self.frameHeaderSize) + 9

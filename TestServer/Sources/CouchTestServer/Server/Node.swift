@@ -198,9 +198,8 @@ extension ServerEngine {
     }
 
     func dbUpdates(_ ctx: ServerContext) throws(CouchError) -> ServerResponse {
-        guard ctx.method == "GET" || ctx.method == "HEAD" || ctx.method == "POST" else {
-            throw CouchError.methodNotAllowed("GET,HEAD,POST")
-        }
+        // global_changes_httpd: any method but GET (HEAD is a GET to chttpd) is 405.
+        guard ctx.method == "GET" || ctx.method == "HEAD" else { throw CouchError.methodNotAllowed("GET") }
         // CouchDB serves `_db_updates` from `_global_changes`, which a single node does not have
         // until someone creates it.
         guard store.handle(ofDatabase: "_global_changes") != nil else { throw CouchError.dbNotFound }

@@ -176,6 +176,8 @@ public final class ServerEngine: RequestHandler, EngineHost, @unchecked Sendable
             try requireServerAdmin(ctx.user)
             return try nodeEndpoint(ctx)
         case "_db_updates":
+            // global_changes_httpd: any method but GET (HEAD is a GET to chttpd) is 405, before who asks is checked.
+            guard ctx.method == "GET" || ctx.method == "HEAD" else { throw CouchError.methodNotAllowed("GET") }
             try requireServerAdmin(ctx.user)
             return try dbUpdates(ctx)
         default:
