@@ -26,7 +26,8 @@ final class Database: @unchecked Sendable {
     let n: Int
     let cond = NSCondition()
 
-    var docs: [String: DocEntry] = [:]
+    /// The documents: revision trees in memory, or (with a file) a small entry each and the trees on disk.
+    private(set) var docs = DocumentTable(file: nil)
     /// The ids of the design documents (live or deleted), kept so that every write need not scan.
     private(set) var designIDs = Set<String>()
     /// The ids of the documents with more than one live leaf (`_conflicts`), kept where revisions are
@@ -51,7 +52,9 @@ final class Database: @unchecked Sendable {
     /// Set once the database is deleted: waiting feeds stop.
     var isDeleted = false
     /// The database's file; nil for a database kept in memory only.
-    var file: StoreFile?
+    var file: StoreFile? {
+        didSet { if let file, docs.file == nil { docs.attach(file) } }
+    }
     /// Where each attachment's bytes are in `file`, by digest (each stored once).
     var blobs: [String: StoredBlob] = [:]
     /// Set when a write could not be made durable: later writes fail until the database is reopened.
@@ -90,7 +93,7 @@ final class Database: @unchecked Sendable {
     /// Document ids in raw code-point order (live and deleted).
     var sortedIDs: [String] {
         if let cache = sortedIDCache { return cache }
-        let ids = docs.keys.sorted(by: idLess)
+        let ids = docs.ids.sorted(by: idLess)
         sortedIDCache = ids
         return ids
     }
@@ -130,7 +133,9 @@ final class Database: @unchecked Sendable {
             let start = shard < position.count ? min(max(position[shard], 0), log.count) : 0
             for index in start..<log.count {
                 let global = log[index]
-                guard let id = idOfChange(global), let doc = docs[id], doc.seq == global else { continue }
+                guard let id = idOfChange(global), docs.summary(id)?.seq == global, let doc = docs[id] else {
+                    continue
+                }
                 out.append((doc, shard, index + 1))
             }
         }
@@ -159,13 +164,21 @@ final class Database: @unchecked Sendable {
         var out: [DocEntry] = []
         for i in lo..<seqLog.count {
             let (seq, id) = seqLog[i]
-            if let doc = docs[id], doc.seq == seq { out.append(doc) }
+            if docs.summary(id)?.seq == seq, let doc = docs[id] { out.append(doc) }
         }
         return out
     }
 
-    /// How many documents changed after `since` (CouchDB's `count_changes_since`).
-    func countChanges(since: Int) -> Int { changedDocs(since: since).count }
+    /// How many documents changed after `since` (CouchDB's `count_changes_since`), without reading them.
+    func countChanges(since: Int) -> Int {
+        var lo = 0
+        var hi = seqLog.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if seqLog[mid].seq <= since { lo = mid + 1 } else { hi = mid }
+        }
+        return seqLog[lo...].reduce(0) { $0 + (docs.summary($1.id)?.seq == $1.seq ? 1 : 0) }
+    }
 
     /// Which of the q simulated shards holds a document (CouchDB hashes the id, or the partition, with CRC-32).
     func shard(of id: String) -> Int {
@@ -182,38 +195,59 @@ final class Database: @unchecked Sendable {
 
     // MARK: - Committing (lock held)
 
-    func countState(_ entry: DocEntry?) -> (live: Int, deleted: Int) {
-        guard let entry, let winner = entry.winner else { return (0, 0) }
-        return winner.deleted ? (0, 1) : (1, 0)
+    func countState(_ entry: DocTableEntry?) -> (live: Int, deleted: Int) {
+        guard let entry, entry.flags & DocTableEntry.hasWinner != 0 else { return (0, 0) }
+        return entry.flags & DocTableEntry.deleted != 0 ? (0, 1) : (1, 0)
     }
 
-    /// Applies new revision nodes to a document at sequence `seq` (used by commits and by log replay).
-    func apply(id: String, nodes: [RevNode], seq: Int, blobs: [String: Data] = [:]) {
-        let before = docs[id]
-        var entry = before ?? DocEntry(id: id)
-        for node in nodes {
-            entry.nodes[node.rev] = node
-            switch node.storedBody {
-            case .inline(let body): externalSize += body.serialized.utf8.count
-            case .stored(_, _, _, let size): externalSize += size
-            case nil: break
-            }
-        }
+    /// `id`'s tree with `nodes` added (stemmed to `revsLimit`) at sequence `seq`.
+    private func merged(id: String, nodes: [RevNode], seq: Int) -> DocEntry {
+        var entry = docs[id] ?? DocEntry(id: id)
+        for node in nodes { entry.nodes[node.rev] = node }
         if entry.nodes.count > revsLimit { entry.stem(limit: revsLimit) }
         entry.seq = seq
-        docs[id] = entry
+        return entry
+    }
+
+    /// Applies new revision nodes to a document at sequence `seq` (a database in memory: a lagging
+    /// replica, a log of an earlier version being converted).
+    func apply(id: String, nodes: [RevNode], seq: Int) {
+        let before = docs.summary(id)
+        let entry = merged(id: id, nodes: nodes, seq: seq)
+        docs.set(entry)
+        externalSize += Self.bodySize(of: nodes)
+        account(id: id, before: before, after: docs.summary(id), seq: seq)
+    }
+
+    static func bodySize(of nodes: [RevNode]) -> Int {
+        nodes.reduce(0) { total, node in
+            switch node.storedBody {
+            case .inline(let body): return total + body.serialized.utf8.count
+            case .stored(_, _, _, let size): return total + size
+            case nil: return total
+            }
+        }
+    }
+
+    /// Keeps the counts, indexes and sequence logs in step with a document's change.
+    private func account(id: String, before: DocTableEntry?, after: DocTableEntry?, seq: Int, purge: Bool = false) {
         if before == nil { sortedIDCache = nil }
         if id.hasPrefix("_design/") { designIDs.insert(id) }
-        noteConflicts(entry)
+        if let after, after.flags & DocTableEntry.conflicted != 0 {
+            conflictedIDs.insert(id)
+        } else {
+            conflictedIDs.remove(id)
+        }
         let a = countState(before)
-        let b = countState(entry)
+        let b = countState(after)
         docCount += b.live - a.live
         delCount += b.deleted - a.deleted
         updateSeq = max(updateSeq, seq)
+        if purge { purgeSeq += 1 }
         seqLog.append((seq, id))
         shardLogs[shard(of: id)].append(seq)
         if seqLog.count > 1000, seqLog.count > docs.count * 3 {
-            seqLog = seqLog.filter { docs[$0.id]?.seq == $0.seq }
+            seqLog = seqLog.filter { docs.summary($0.id)?.seq == $0.seq }
         }
     }
 
@@ -224,27 +258,33 @@ final class Database: @unchecked Sendable {
         var stored = nodes
         if let file {
             try checkWritable()
-            stored = storeNodes(id: id, seq: seq, nodes: nodes, in: file, blobs: &blobs)
+            let before = docs.summary(id)
+            let (entry, offset) = storeTree(merged(id: id, nodes: nodes, seq: seq), in: file, blobs: &blobs)
+            docs.set(entry, at: offset)
+            stored = nodes.compactMap { entry.nodes[$0.rev] }
+            externalSize += Self.bodySize(of: stored)
+            account(id: id, before: before, after: docs.summary(id), seq: seq)
             try scheduleSync()
+        } else {
+            apply(id: id, nodes: nodes, seq: seq)
         }
-        let nodes = stored
-        apply(id: id, nodes: nodes, seq: seq)
-        feedReplica { $0.apply(id: id, nodes: nodes, seq: seq) }
+        let replicated = stored
+        feedReplica { $0.apply(id: id, nodes: replicated, seq: seq) }
         cond.broadcast()
         onCommit?()
         onDocumentCommit?(id)
     }
 
-    /// Writes a document record (and any attachment not stored in `file` yet) to `file`; returns the
-    /// nodes with their bodies and attachments pointing into the file.
-    func storeNodes(
-        id: String, seq: Int, nodes: [RevNode], in file: StoreFile, blobs: inout [String: StoredBlob],
-        full: Bool = false
-    ) -> [RevNode] {
-        var nodes = nodes
+    /// Writes a document record holding `entry`'s whole tree (and any attachment not in `file` yet) to
+    /// `file`; returns the tree with its bodies and attachments pointing into the file, and the record.
+    func storeTree(_ entry: DocEntry, in file: StoreFile, blobs: inout [String: StoredBlob], purge: Bool = false)
+        -> (DocEntry, Int64)
+    {
+        var nodes = entry.nodes.values.sorted { $0.pos < $1.pos || ($0.pos == $1.pos && $0.hash < $1.hash) }
         for n in nodes.indices {
             for a in nodes[n].atts.indices {
                 let att = nodes[n].atts[a]
+                if case .stored(let blob) = att.bytes, blob.file === file { continue }
                 if let blob = blobs[att.digest], blob.file === file, blob.length == att.length {
                     nodes[n].atts[a].bytes = .stored(blob)
                     continue
@@ -263,12 +303,17 @@ final class Database: @unchecked Sendable {
                 nodes[n].atts[a].bytes = .stored(blob)
             }
         }
-        let (bytes, sizes) = DocumentRecord.encode(id: id, seq: seq, nodes: nodes, full: full)
+        let (bytes, placed) = DocumentRecord.encode(id: entry.id, seq: entry.seq, nodes: nodes, in: file, purge: purge)
         let offset = file.append(.document, bytes)
-        for n in nodes.indices where nodes[n].hasBody {
-            nodes[n].storedBody = .stored(file, offset: offset, index: n, size: sizes[n])
+        var out = entry
+        for (n, node) in nodes.enumerated() {
+            var node = node
+            if let place = placed[n] {
+                node.storedBody = .stored(file, offset: offset, index: place.index, size: place.size)
+            }
+            out.nodes[node.rev] = node
         }
-        return nodes
+        return (out, offset)
     }
 
     private func checkWritable() throws(CouchError) {
@@ -414,48 +459,66 @@ final class Database: @unchecked Sendable {
         let leafRevs = Set(entry.leaves.map(\.rev))
         let purged = revs.filter { leafRevs.contains($0) }
         if purged.isEmpty { return [] }
-        try appendRecord(["op": "purge", "id": .string(id), "revs": .array(purged.map(JSON.string))])
-        applyPurge(id: id, revs: purged)
+        if let file {
+            try checkWritable()
+            let before = docs.summary(id)
+            var tree = Self.purged(entry, revs: purged)
+            tree.seq = updateSeq + 1
+            if tree.nodes.isEmpty {
+                file.append(
+                    .json, Array(JSON.object([("op", "forget"), ("id", .string(id)), ("purge", true)]).serialized.utf8))
+                forget(id, before: before, purge: true)
+            } else {
+                let (stored, offset) = storeTree(tree, in: file, blobs: &blobs, purge: true)
+                docs.set(stored, at: offset)
+                account(id: id, before: before, after: docs.summary(id), seq: tree.seq, purge: true)
+            }
+            try scheduleSync()
+        } else {
+            applyPurge(id: id, revs: purged)
+        }
         feedReplica { $0.applyPurge(id: id, revs: purged) }
         cond.broadcast()
         return purged
     }
 
-    func applyPurge(id: String, revs: [String]) {
-        guard let before = docs[id] else { return }
-        var entry = before
+    /// `entry` without the leaves `revs` and the ancestors no other leaf needs.
+    static func purged(_ entry: DocEntry, revs: [String]) -> DocEntry {
+        var entry = entry
         let remainingLeaves = entry.leaves.filter { !revs.contains($0.rev) }
         var keep = Set<String>()
         for leaf in remainingLeaves { for node in entry.path(to: leaf.rev) { keep.insert(node.rev) } }
         for key in entry.nodes.keys where !keep.contains(key) { entry.nodes.removeValue(forKey: key) }
-        purgeSeq += 1
-        updateSeq += 1
-        shardLogs[shard(of: id)].append(updateSeq)
+        return entry
+    }
+
+    /// Removes a document entirely (a purge of its last leaves).
+    private func forget(_ id: String, before: DocTableEntry?, purge: Bool) {
+        docs.remove(id)
+        designIDs.remove(id)
+        conflictedIDs.remove(id)
+        sortedIDCache = nil
         let a = countState(before)
-        if entry.nodes.isEmpty {
-            docs.removeValue(forKey: id)
-            designIDs.remove(id)
-            conflictedIDs.remove(id)
-            sortedIDCache = nil
-            docCount -= a.live
-            delCount -= a.deleted
-        } else {
-            entry.seq = updateSeq
-            docs[id] = entry
-            noteConflicts(entry)
-            seqLog.append((updateSeq, id))
-            let b = countState(entry)
-            docCount += b.live - a.live
-            delCount += b.deleted - a.deleted
+        docCount -= a.live
+        delCount -= a.deleted
+        if purge {
+            purgeSeq += 1
+            updateSeq += 1
+            shardLogs[shard(of: id)].append(updateSeq)
         }
     }
 
-    /// Keeps `conflictedIDs` in step with `entry`'s leaves.
-    private func noteConflicts(_ entry: DocEntry) {
-        if entry.leaves.lazy.filter({ !$0.deleted }).count > 1 {
-            conflictedIDs.insert(entry.id)
+    /// A purge in a database in memory (or a replica, or a log of an earlier version).
+    func applyPurge(id: String, revs: [String]) {
+        guard let before = docs[id] else { return }
+        let summary = docs.summary(id)
+        var entry = Self.purged(before, revs: revs)
+        if entry.nodes.isEmpty {
+            forget(id, before: summary, purge: true)
         } else {
-            conflictedIDs.remove(entry.id)
+            entry.seq = updateSeq + 1
+            docs.set(entry)
+            account(id: id, before: summary, after: docs.summary(id), seq: entry.seq, purge: true)
         }
     }
 
@@ -522,7 +585,7 @@ final class Database: @unchecked Sendable {
     func snapshot() -> Database {
         let copy = Database(
             name: name, instanceStartTime: instanceStartTime, partitioned: partitioned, q: q, n: n, security: security)
-        copy.docs = docs
+        copy.docs = docs.materialized()
         copy.designIDs = designIDs
         copy.conflictedIDs = conflictedIDs
         copy.local = local
@@ -543,9 +606,9 @@ final class Database: @unchecked Sendable {
     func takeDesignDocuments(from other: Database) {
         for id in other.designIDs {
             guard let entry = other.docs[id] else { continue }
-            if docs[id]?.seq != entry.seq {
-                if docs[id] == nil { sortedIDCache = nil }
-                docs[id] = entry
+            if docs.summary(id)?.seq != entry.seq {
+                if docs.summary(id) == nil { sortedIDCache = nil }
+                docs.set(entry)
                 designIDs.insert(id)
             }
         }
@@ -573,33 +636,32 @@ final class Database: @unchecked Sendable {
         do {
             let target = try StoreFile.create(at: tmp)
             var newBlobs: [String: StoredBlob] = [:]
-            var written: [String: (seq: Int, nodes: [RevNode])] = [:]
-            let (snapshot, meta): ([String: DocEntry], JSON) = try withLock { () throws(CouchError) in
+            var written: [String: DocTableEntry] = [:]
+            let (snapshot, meta): (DocumentTable, JSON) = try withLock { () throws(CouchError) in
                 try syncFile()
-                return (docs, metaRecord)
+                return (docs.copy(), metaRecord)
             }
             target.append(.json, Array(meta.serialized.utf8))
-            for (id, entry) in snapshot {
-                let nodes = Self.compacted(entry)
-                written[id] = (
-                    entry.seq,
-                    storeNodes(id: id, seq: entry.seq, nodes: nodes, in: target, blobs: &newBlobs, full: true)
-                )
+            func copy(_ entry: DocEntry) {
+                var tree = entry
+                tree.nodes = Dictionary(uniqueKeysWithValues: Self.compacted(entry).map { ($0.rev, $0) })
+                let (stored, offset) = storeTree(tree, in: target, blobs: &newBlobs)
+                written[entry.id] = DocTableEntry(
+                    offset: offset, seq: entry.seq, flags: DocumentTable.flags(of: stored))
+            }
+            for id in snapshot.ids {
+                guard let entry = snapshot[id] else { continue }
+                copy(entry)
                 if target.size - target.committedEnd > 8 << 20 { try target.sync() }
             }
             try target.sync()
             try withLock { () throws(Error) in
                 try syncFile()
                 // Catch up with what changed since the copy began.
-                for (id, entry) in docs where written[id]?.seq != entry.seq {
-                    written[id] = (
-                        entry.seq,
-                        storeNodes(
-                            id: id, seq: entry.seq, nodes: Self.compacted(entry), in: target, blobs: &newBlobs,
-                            full: true)
-                    )
+                for id in docs.ids where written[id]?.seq != docs.summary(id)?.seq {
+                    if let entry = docs[id] { copy(entry) }
                 }
-                for id in written.keys where docs[id] == nil {
+                for id in written.keys where docs.summary(id) == nil {
                     target.append(.json, Array(JSON.object([("op", "forget"), ("id", .string(id))]).serialized.utf8))
                     written[id] = nil
                 }
@@ -615,18 +677,12 @@ final class Database: @unchecked Sendable {
                 try target.sync()
                 try target.rename(to: url)
                 // Swap: every document now points into the new file.
-                var size = 0
-                for (id, entry) in written {
-                    guard var current = docs[id] else { continue }
-                    current.nodes = Dictionary(uniqueKeysWithValues: entry.nodes.map { ($0.rev, $0) })
-                    docs[id] = current
-                    for node in entry.nodes {
-                        if case .stored(_, _, _, let s) = node.storedBody { size += s }
-                    }
-                }
-                externalSize = size
                 self.file = target
+                docs.replace(file: target, entries: written)
                 blobs = newBlobs
+                externalSize = written.keys.reduce(0) { total, id in
+                    total + Self.bodySize(of: Array(docs[id]?.nodes.values ?? [:].values))
+                }
                 file.close()
             }
         } catch let error as CouchError {
@@ -673,16 +729,16 @@ final class Database: @unchecked Sendable {
     }
 
     func applyCompaction() {
-        for (id, entry) in docs {
-            var compacted = entry
+        for id in docs.ids {
+            guard let entry = docs[id] else { continue }
             let leaves = Set(entry.leaves.map(\.rev))
-            var changed = false
-            for (rev, node) in entry.nodes where !leaves.contains(rev) && (node.hasBody || !node.atts.isEmpty) {
-                compacted.nodes[rev]?.body = nil
-                compacted.nodes[rev]?.atts = []
-                changed = true
-            }
-            if changed { docs[id] = compacted }
+            guard
+                entry.nodes.contains(where: { !leaves.contains($0.key) && ($0.value.hasBody || !$0.value.atts.isEmpty) }
+                )
+            else { continue }
+            var compacted = entry
+            compacted.nodes = Dictionary(uniqueKeysWithValues: Self.compacted(entry).map { ($0.rev, $0) })
+            docs.set(compacted)
         }
     }
 
@@ -699,19 +755,17 @@ final class Database: @unchecked Sendable {
             guard let id = head["id"]?.stringValue, let seq = head["seq"]?.intValue else {
                 throw StoreFileError(description: "a document record without id or sequence at \(offset)")
             }
-            let nodes = DocumentRecord.nodes(fromHead: head, file: file, offset: offset)
-            if head["full"]?.boolValue == true, let before = docs[id] {
-                var cleared = before
-                cleared.nodes = [:]
-                docs[id] = cleared
-                let a = countState(before)
-                docCount -= a.live
-                delCount -= a.deleted
-            }
-            for node in nodes {
+            var tree = DocEntry(id: id)
+            tree.seq = Int(seq)
+            for node in DocumentRecord.nodes(fromHead: head, file: file, offset: offset) {
+                tree.nodes[node.rev] = node
                 for att in node.atts { if case .stored(let blob) = att.bytes { blobs[att.digest] = blob } }
+                if case .stored(_, let at, _, let size) = node.storedBody, at == offset { externalSize += size }
             }
-            apply(id: id, nodes: nodes, seq: Int(seq))
+            let before = docs.summary(id)
+            let entry = DocTableEntry(offset: offset, seq: tree.seq, flags: DocumentTable.flags(of: tree))
+            docs.set(id: id, entry: entry)
+            account(id: id, before: before, after: entry, seq: tree.seq, purge: head["purge"]?.boolValue == true)
         case .json:
             let record = try JSON.parse(payload)
             switch record["op"]?.stringValue {
@@ -724,13 +778,8 @@ final class Database: @unchecked Sendable {
                     shardLogs = shards.map { ($0.arrayValue ?? []).compactMap { $0.intValue.map(Int.init) } }
                 }
             case "forget":
-                if let id = record["id"]?.stringValue, let before = docs.removeValue(forKey: id) {
-                    conflictedIDs.remove(id)
-                    let a = countState(before)
-                    docCount -= a.live
-                    delCount -= a.deleted
-                    designIDs.remove(id)
-                    sortedIDCache = nil
+                if let id = record["id"]?.stringValue {
+                    forget(id, before: docs.summary(id), purge: record["purge"]?.boolValue == true)
                 }
             default:
                 var none: [String: Data] = [:]

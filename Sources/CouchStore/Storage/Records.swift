@@ -40,52 +40,64 @@ final class RequestScope: @unchecked Sendable {
 /// The head holds what the in-memory index needs (id, sequence, the new nodes without their bodies,
 /// attachment metadata), so opening a database reads heads only; bodies are read when asked.
 enum DocumentRecord {
-    /// Encodes a document record. `full` marks a record holding a document's whole tree (written by
-    /// compaction): reading it back replaces what came before instead of adding to it.
-    static func encode(id: String, seq: Int, nodes: [RevNode], full: Bool = false) -> (bytes: [UInt8], bodySizes: [Int])
+    /// Encodes a document record holding a document's whole tree (`nodes`). A body already stored
+    /// in `file` is referred to (`bo`: the record, `bi`: its index there); others are written in this
+    /// record's bodies. `purge` marks a tree written by a purge (reading it back counts one).
+    static func encode(id: String, seq: Int, nodes: [RevNode], in file: StoreFile, purge: Bool = false)
+        -> (bytes: [UInt8], bodies: [(index: Int, size: Int)?])
     {
         var bodies = "["
-        var sizes: [Int] = []
-        for (index, node) in nodes.enumerated() {
-            if index > 0 { bodies += "," }
-            let before = bodies.utf8.count
-            if let body = node.body { body.write(to: &bodies) } else { bodies += "null" }
-            sizes.append(bodies.utf8.count - before)
-        }
-        bodies += "]"
+        var placed: [(index: Int, size: Int)?] = []
         var heads: [JSON] = []
-        for (index, node) in nodes.enumerated() {
+        var written = 0
+        for node in nodes {
+            var members: [(String, JSON)] = [
+                ("r", .string(node.rev)), ("p", node.parent.map(JSON.string) ?? .null), ("d", .bool(node.deleted)),
+            ]
+            switch node.storedBody {
+            case .stored(let f, let offset, let index, let size) where f === file:
+                members += [("bo", .int(offset)), ("bi", .int(Int64(index))), ("bs", .int(Int64(size)))]
+                placed.append(nil)
+            case .some:
+                if written > 0 { bodies += "," }
+                let before = bodies.utf8.count
+                if let body = node.body { body.write(to: &bodies) } else { bodies += "{}" }
+                let size = bodies.utf8.count - before
+                members += [("bi", .int(Int64(written))), ("bs", .int(Int64(size)))]
+                placed.append((written, size))
+                written += 1
+            case nil:
+                placed.append(nil)
+            }
             let atts: [JSON] = node.atts.map { att in
-                var members: [(String, JSON)] = [
+                var a: [(String, JSON)] = [
                     ("n", .string(att.name)), ("ct", .string(att.contentType)), ("dg", .string(att.digest)),
                     ("rp", .int(Int64(att.revpos))), ("len", .int(Int64(att.length))),
                 ]
-                if case .stored(let blob) = att.bytes {
-                    members.append(("ck", .array(blob.chunks.map { .int($0) })))
-                }
-                return .object(members)
+                if case .stored(let blob) = att.bytes { a.append(("ck", .array(blob.chunks.map { .int($0) }))) }
+                return .object(a)
             }
-            heads.append(
-                .object([
-                    ("r", .string(node.rev)), ("p", node.parent.map(JSON.string) ?? .null), ("d", .bool(node.deleted)),
-                    ("hb", .bool(node.hasBody)), ("bs", .int(Int64(sizes[index]))), ("a", .array(atts)),
-                ]))
+            members.append(("a", .array(atts)))
+            heads.append(.object(members))
         }
-        var members: [(String, JSON)] = [("id", .string(id)), ("seq", .int(Int64(seq))), ("add", .array(heads))]
-        if full { members.append(("full", true)) }
+        bodies += "]"
+        var members: [(String, JSON)] = [
+            ("id", .string(id)), ("seq", .int(Int64(seq))), ("add", .array(heads)), ("full", true),
+        ]
+        if purge { members.append(("purge", true)) }
         let head = JSON.object(members).serialized
         var out: [UInt8] = []
         out.reserveCapacity(4 + head.utf8.count + bodies.utf8.count)
         appendUInt32(&out, UInt32(head.utf8.count))
         out.append(contentsOf: head.utf8)
         out.append(contentsOf: bodies.utf8)
-        return (out, sizes)
+        return (out, placed)
     }
 
     /// The nodes a document record's head describes, their bodies and attachments pointing into `file`.
     static func nodes(fromHead head: JSON, file: StoreFile, offset: Int64) -> [RevNode] {
         var out: [RevNode] = []
-        for (index, node) in (head["add"]?.arrayValue ?? []).enumerated() {
+        for node in head["add"]?.arrayValue ?? [] {
             guard let rev = node["r"]?.stringValue, let (pos, hash) = parseRev(rev) else { continue }
             let atts: [Attachment] = (node["a"]?.arrayValue ?? []).compactMap { a in
                 guard let name = a["n"]?.stringValue, let digest = a["dg"]?.stringValue,
@@ -97,14 +109,33 @@ enum DocumentRecord {
                     revpos: Int(a["rp"]?.intValue ?? 1), digest: digest, length: Int(length),
                     bytes: .stored(StoredBlob(file: file, chunks: chunks, length: Int(length))))
             }
-            let hasBody = node["hb"]?.boolValue ?? false
-            let size = Int(node["bs"]?.intValue ?? 0)
+            var body: StoredBody?
+            if let index = node["bi"]?.intValue, index >= 0, index <= Int64(Int32.max) {
+                let size = Int(node["bs"]?.intValue ?? 0)
+                body = .stored(file, offset: node["bo"]?.intValue ?? offset, index: Int(index), size: size)
+            }
             out.append(
                 RevNode(
                     pos: pos, hash: hash, parent: node["p"]?.stringValue, deleted: node["d"]?.boolValue ?? false,
-                    storedBody: hasBody ? .stored(file, offset: offset, index: index, size: size) : nil, atts: atts))
+                    storedBody: body, atts: atts))
         }
         return out
+    }
+
+    /// The whole tree of document `id` from the document record at `offset`.
+    static func tree(id: String, in file: StoreFile, at offset: Int64) throws -> DocEntry {
+        let (kind, payload) = try file.read(at: offset)
+        guard kind == .document else {
+            throw StoreFileError(description: "\(file.url.lastPathComponent): no document record at \(offset)")
+        }
+        let head = try Self.head(payload)
+        guard head["id"]?.stringValue == id, let seq = head["seq"]?.intValue else {
+            throw StoreFileError(description: "\(file.url.lastPathComponent): the record at \(offset) is not \(id)'s")
+        }
+        var tree = DocEntry(id: id)
+        tree.seq = Int(seq)
+        for node in nodes(fromHead: head, file: file, offset: offset) { tree.nodes[node.rev] = node }
+        return tree
     }
 
     /// The head of a document record's payload.

@@ -91,6 +91,7 @@ extension Database {
                 name: name, instanceStartTime: Int(meta["created"]?.intValue ?? 0),
                 partitioned: meta["partitioned"]?.boolValue ?? false, q: Int(meta["q"]?.intValue ?? 2),
                 n: Int(meta["n"]?.intValue ?? 1))
+            db?.file = file
         }
         guard let db else {
             file.close()
@@ -105,9 +106,8 @@ extension Database {
     func writeEverything(into target: StoreFile) {
         target.append(.json, Array(metaRecord.serialized.utf8))
         var newBlobs: [String: StoredBlob] = [:]
-        for (id, entry) in docs {
-            _ = storeNodes(
-                id: id, seq: entry.seq, nodes: Array(entry.nodes.values), in: target, blobs: &newBlobs, full: true)
+        for id in docs.ids {
+            if let entry = docs[id] { _ = storeTree(entry, in: target, blobs: &newBlobs) }
         }
         for (id, doc) in local {
             target.append(
