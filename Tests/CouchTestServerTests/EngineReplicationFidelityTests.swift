@@ -204,6 +204,11 @@ import Testing
         #expect(stub["digest"]?.stringValue == Self.gzippedDigest)
         #expect(stub["length"]?.intValue == Int64(Self.text.count))
         #expect(stub["revpos"]?.intValue == 2)
+        // The sender's gzip bytes are kept too: what gzip-accepting readers get still has the digest.
+        let gzipped = engine.send("GET", "/db/r/t.txt", headers: [("Accept-Encoding", "gzip")]).data
+        #expect("md5-" + Crypto.md5(gzipped).base64EncodedString() == Self.gzippedDigest)
+        let info = engine.send("GET", "/db/r?att_encoding_info=true").json["_attachments"]?["t.txt"]
+        #expect(info?["encoded_length"]?.intValue == Int64(gzipped.count))
     }
 
     /// chttpd_db validates the content type first (chttpd:validate_ctype): 415 without application/json.

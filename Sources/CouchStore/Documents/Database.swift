@@ -275,6 +275,18 @@ final class Database: @unchecked Sendable {
         onDocumentCommit?(id)
     }
 
+    /// Appends `data` to `file` in chunk records; returns their offsets.
+    static func writeChunks(_ data: Data, digest: String, in file: StoreFile) -> [Int64] {
+        var chunks: [Int64] = []
+        var start = data.startIndex
+        repeat {
+            let end = min(start + StoreFile.blobChunkSize, data.endIndex)
+            chunks.append(file.append(.blob, DocumentRecord.blobChunk(digest: digest, bytes: data[start..<end])))
+            start = end
+        } while start < data.endIndex
+        return chunks
+    }
+
     /// Writes a document record holding `entry`'s whole tree (and any attachment not in `file` yet) to
     /// `file`; returns the tree with its bodies and attachments pointing into the file, and the record.
     func storeTree(_ entry: DocEntry, in file: StoreFile, blobs: inout [String: StoredBlob], purge: Bool = false)
@@ -284,21 +296,25 @@ final class Database: @unchecked Sendable {
         for n in nodes.indices {
             for a in nodes[n].atts.indices {
                 let att = nodes[n].atts[a]
+                // The gzip bytes a replicated attachment arrived in are kept too: they give its digest.
+                if let received = att.received {
+                    if case .stored(let blob) = received, blob.file === file {
+                    } else {
+                        let gz = received.load()
+                        nodes[n].atts[a].received = .stored(
+                            StoredBlob(
+                                file: file, chunks: Self.writeChunks(gz, digest: att.digest, in: file), length: gz.count
+                            ))
+                    }
+                }
                 if case .stored(let blob) = att.bytes, blob.file === file { continue }
                 if let blob = blobs[att.digest], blob.file === file, blob.length == att.length {
                     nodes[n].atts[a].bytes = .stored(blob)
                     continue
                 }
                 let data = att.data
-                var chunks: [Int64] = []
-                var start = data.startIndex
-                repeat {
-                    let end = min(start + StoreFile.blobChunkSize, data.endIndex)
-                    chunks.append(
-                        file.append(.blob, DocumentRecord.blobChunk(digest: att.digest, bytes: data[start..<end])))
-                    start = end
-                } while start < data.endIndex
-                let blob = StoredBlob(file: file, chunks: chunks, length: data.count)
+                let blob = StoredBlob(
+                    file: file, chunks: Self.writeChunks(data, digest: att.digest, in: file), length: data.count)
                 blobs[att.digest] = blob
                 nodes[n].atts[a].bytes = .stored(blob)
             }

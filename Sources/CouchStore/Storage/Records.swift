@@ -75,6 +75,9 @@ enum DocumentRecord {
                     ("rp", .int(Int64(att.revpos))), ("len", .int(Int64(att.length))),
                 ]
                 if case .stored(let blob) = att.bytes { a.append(("ck", .array(blob.chunks.map { .int($0) }))) }
+                if case .stored(let blob) = att.received {
+                    a += [("eck", .array(blob.chunks.map { .int($0) })), ("elen", .int(Int64(blob.length)))]
+                }
                 return .object(a)
             }
             members.append(("a", .array(atts)))
@@ -104,10 +107,17 @@ enum DocumentRecord {
                     let length = a["len"]?.intValue, length >= 0
                 else { return nil }
                 let chunks = (a["ck"]?.arrayValue ?? []).compactMap(\.intValue)
-                return Attachment(
+                var att = Attachment(
                     name: name, contentType: a["ct"]?.stringValue ?? "application/octet-stream",
                     revpos: Int(a["rp"]?.intValue ?? 1), digest: digest, length: Int(length),
                     bytes: .stored(StoredBlob(file: file, chunks: chunks, length: Int(length))))
+                if let encodedChunks = a["eck"]?.arrayValue, let encodedLength = a["elen"]?.intValue, encodedLength >= 0
+                {
+                    att.received = .stored(
+                        StoredBlob(file: file, chunks: encodedChunks.compactMap(\.intValue), length: Int(encodedLength))
+                    )
+                }
+                return att
             }
             var body: StoredBody?
             if let index = node["bi"]?.intValue, index >= 0, index <= Int64(Int32.max) {
