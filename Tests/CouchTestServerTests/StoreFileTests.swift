@@ -234,3 +234,94 @@ import Testing
         #expect(reopened.send("GET", "/db/d1999").json["n"] == 1999)
     }
 }
+
+/// The index snapshot beside a database file: opening from it gives what reading the whole file gives.
+@Suite struct IndexSnapshotTests {
+    /// Everything a client can see of database `db`, for comparing two opens.
+    private func view(_ engine: ServerEngine) -> [JSON] {
+        [
+            engine.send("GET", "/db").json["doc_count"] ?? .null,
+            engine.send("GET", "/db").json["doc_del_count"] ?? .null,
+            engine.send("GET", "/db").json["update_seq"] ?? .null,
+            engine.send("GET", "/db/_all_docs?include_docs=true&conflicts=true").json,
+            engine.send("GET", "/db/_changes?style=all_docs").json,
+            engine.send("GET", "/db/_local/cp").json,
+            engine.send("GET", "/db/_security").json,
+            .string(Crypto.hex(Crypto.md5(engine.send("GET", "/db/a/f.bin").data))),
+        ]
+    }
+
+    private func fill(_ engine: ServerEngine, from: Int, count: Int) {
+        for i in from..<(from + count) {
+            engine.send("PUT", "/db/d\(i)", json: ["i": .int(Int64(i))])
+        }
+        engine.send(
+            "POST", "/db/_bulk_docs",
+            json: [
+                "new_edits": false,
+                "docs": [["_id": .string("d\(from)"), "_rev": "1-ffffffffffffffffffffffffffffffff", "v": "branch"]],
+            ])
+        if let rev = engine.send("GET", "/db/d\(from + 1)").json["_rev"]?.stringValue {
+            engine.send("DELETE", "/db/d\(from + 1)?rev=\(rev)")
+        }
+    }
+
+    @Test func openingFromTheSnapshotMatchesReadingTheWholeFile() throws {
+        let dir = makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let url = DataDirectory(root: dir).fileURL(for: "db")
+        do {
+            let engine = try ServerEngine(options: testOptions(dir))
+            engine.send("PUT", "/db")
+            fill(engine, from: 0, count: 30)
+            engine.send(
+                "PUT", "/db/a/f.bin", body: Data(repeating: 3, count: 5000),
+                headers: [("Content-Type", "application/octet-stream")])
+            engine.send("PUT", "/db/_local/cp", json: ["seq": "1"])
+            engine.send("PUT", "/db/_security", json: ["members": ["names": ["x"]], "admins": [:]])
+            engine.close()
+        }
+        #expect(FileManager.default.fileExists(atPath: IndexSnapshot.url(for: url).path))
+        // Writes after the snapshot, and no close (a killed app): the next open replays them.
+        let second = try ServerEngine(options: testOptions(dir))
+        #expect(second.store.database(named: "db")?.openedFromSnapshot == true)
+        fill(second, from: 100, count: 10)
+        let expected = view(second)
+        let third = try ServerEngine(options: testOptions(dir))
+        #expect(third.store.database(named: "db")?.openedFromSnapshot == true)
+        #expect(view(third) == expected)
+        // Without the snapshot, the whole file gives the same.
+        try FileManager.default.removeItem(at: IndexSnapshot.url(for: url))
+        let fourth = try ServerEngine(options: testOptions(dir))
+        #expect(fourth.store.database(named: "db")?.openedFromSnapshot == false)
+        #expect(view(fourth) == expected)
+        // A damaged snapshot is not used.
+        fourth.close()
+        var bytes = try Data(contentsOf: IndexSnapshot.url(for: url))
+        bytes[bytes.count / 2] ^= 0x40
+        try bytes.write(to: IndexSnapshot.url(for: url))
+        let fifth = try ServerEngine(options: testOptions(dir))
+        #expect(fifth.store.database(named: "db")?.openedFromSnapshot == false)
+        #expect(view(fifth) == expected)
+    }
+
+    @Test func aSnapshotOfTheFileBeforeCompactionIsNotUsed() throws {
+        let dir = makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let url = DataDirectory(root: dir).fileURL(for: "db")
+        let engine = try ServerEngine(options: testOptions(dir))
+        engine.send("PUT", "/db")
+        fill(engine, from: 0, count: 20)
+        engine.close()
+        let old = try Data(contentsOf: IndexSnapshot.url(for: url))
+        let again = try ServerEngine(options: testOptions(dir))
+        try #require(again.store.database(named: "db")).compact()
+        let expected = view(again)
+        again.close()
+        // Put the old file's snapshot back beside the compacted file: it must be refused.
+        try old.write(to: IndexSnapshot.url(for: url))
+        let reopened = try ServerEngine(options: testOptions(dir))
+        #expect(reopened.store.database(named: "db")?.openedFromSnapshot == false)
+        #expect(view(reopened) == expected)
+    }
+}

@@ -55,6 +55,17 @@ final class Database: @unchecked Sendable {
     var file: StoreFile? {
         didSet { if let file, docs.file == nil { docs.attach(file) } }
     }
+    /// The identity of the current file (in its first record), which an index snapshot must match.
+    var fileID = UUID().uuidString
+    /// Document records written since the last index snapshot.
+    private var recordsSinceSnapshot = 0
+    /// Whether opening read the index snapshot (and only the records after it).
+    var openedFromSnapshot = false
+    /// A snapshot being restored until its file is attached.
+    private var pendingSnapshot: IndexSnapshot?
+    /// How many document records may follow the last index snapshot before another is written.
+    static let snapshotInterval = 100_000
+
     /// Where each attachment's bytes are in `file`, by digest (each stored once).
     var blobs: [String: StoredBlob] = [:]
     /// Set when a write could not be made durable: later writes fail until the database is reopened.
@@ -321,6 +332,7 @@ final class Database: @unchecked Sendable {
         }
         let (bytes, placed) = DocumentRecord.encode(id: entry.id, seq: entry.seq, nodes: nodes, in: file, purge: purge)
         let offset = file.append(.document, bytes)
+        recordsSinceSnapshot += 1
         var out = entry
         for (n, node) in nodes.enumerated() {
             var node = node
@@ -356,6 +368,7 @@ final class Database: @unchecked Sendable {
         guard let file, file.hasPending else { return }
         do throws(StoreFileError) {
             try file.sync()
+            if recordsSinceSnapshot >= Self.snapshotInterval { writeSnapshot() }
         } catch {
             storageFailure = error
             throw CouchError(
@@ -653,9 +666,10 @@ final class Database: @unchecked Sendable {
             let target = try StoreFile.create(at: tmp)
             var newBlobs: [String: StoredBlob] = [:]
             var written: [String: DocTableEntry] = [:]
+            let newFileID = UUID().uuidString
             let (snapshot, meta): (DocumentTable, JSON) = try withLock { () throws(CouchError) in
                 try syncFile()
-                return (docs.copy(), metaRecord)
+                return (docs.copy(), metaRecord(fileID: newFileID))
             }
             target.append(.json, Array(meta.serialized.utf8))
             func copy(_ entry: DocEntry) {
@@ -694,12 +708,14 @@ final class Database: @unchecked Sendable {
                 try target.rename(to: url)
                 // Swap: every document now points into the new file.
                 self.file = target
+                fileID = newFileID
                 docs.replace(file: target, entries: written)
                 blobs = newBlobs
                 externalSize = written.keys.reduce(0) { total, id in
                     total + Self.bodySize(of: Array(docs[id]?.nodes.values ?? [:].values))
                 }
                 file.close()
+                writeSnapshot()
             }
         } catch let error as CouchError {
             try? FileManager.default.removeItem(at: tmp)
@@ -724,11 +740,98 @@ final class Database: @unchecked Sendable {
     }
 
     /// The first record of a database's file.
-    var metaRecord: JSON {
+    var metaRecord: JSON { metaRecord(fileID: fileID) }
+
+    /// The first record of a file of this database whose identity is `fileID`.
+    func metaRecord(fileID: String) -> JSON {
         [
             "op": "meta", "name": .string(name), "created": .int(Int64(instanceStartTime)),
-            "partitioned": .bool(partitioned), "q": .int(Int64(q)), "n": .int(Int64(n)),
+            "partitioned": .bool(partitioned), "q": .int(Int64(q)), "n": .int(Int64(n)), "file": .string(fileID),
         ]
+    }
+
+    // MARK: - Index snapshots (lock held)
+
+    /// The in-memory index as of the file's committed end, or nil when it cannot be taken.
+    func makeSnapshot() -> IndexSnapshot? {
+        guard let file, storageFailure == nil, !file.hasPending, let entries = docs.fileEntries else { return nil }
+        var documents: [(id: String, entry: DocTableEntry)] = []
+        documents.reserveCapacity(entries.count)
+        var seen = Set<String>()
+        for (seq, id) in seqLog.reversed() where entries[id]?.seq == seq && seen.insert(id).inserted {
+            documents.append((id, entries[id]!))
+        }
+        guard documents.count == entries.count else { return nil }
+        documents.reverse()
+        var localDocs: [(String, JSON)] = []
+        for (id, doc) in local { localDocs.append((id, ["rev": .int(Int64(doc.rev)), "b": doc.body])) }
+        let head: JSON = [
+            "name": .string(name), "created": .int(Int64(instanceStartTime)), "partitioned": .bool(partitioned),
+            "q": .int(Int64(q)), "n": .int(Int64(n)), "file": .string(fileID),
+            "update_seq": .int(Int64(updateSeq)), "purge_seq": .int(Int64(purgeSeq)),
+            "doc_count": .int(Int64(docCount)), "del_count": .int(Int64(delCount)),
+            "external_size": .int(Int64(externalSize)), "revs_limit": .int(Int64(revsLimit)),
+            "purged_infos_limit": .int(Int64(purgedInfosLimit)), "security": security, "local": .object(localDocs),
+        ]
+        return IndexSnapshot(
+            coveredEnd: file.committedEnd, head: head, shardLogs: shardLogs, documents: documents,
+            blobs: blobs.compactMap { digest, blob in
+                blob.file === file ? (digest, blob.chunks, blob.length) : nil
+            })
+    }
+
+    /// Writes the index snapshot beside the file (after a sync); lock held.
+    func writeSnapshot() {
+        try? syncFile()
+        guard let file, let snapshot = makeSnapshot() else { return }
+        snapshot.write(beside: file.url)
+        recordsSinceSnapshot = 0
+    }
+
+    /// A database whose index is `snapshot` (its file not attached yet).
+    static func restoring(_ snapshot: IndexSnapshot) -> Database? {
+        let head = snapshot.head
+        guard let name = head["name"]?.stringValue, let fileID = head["file"]?.stringValue else { return nil }
+        let db = Database(
+            name: name, instanceStartTime: Int(head["created"]?.intValue ?? 0),
+            partitioned: head["partitioned"]?.boolValue ?? false, q: Int(head["q"]?.intValue ?? 2),
+            n: Int(head["n"]?.intValue ?? 1))
+        guard snapshot.shardLogs.count == db.shardLogs.count else { return nil }
+        db.fileID = fileID
+        db.updateSeq = Int(head["update_seq"]?.intValue ?? 0)
+        db.purgeSeq = Int(head["purge_seq"]?.intValue ?? 0)
+        db.docCount = Int(head["doc_count"]?.intValue ?? 0)
+        db.delCount = Int(head["del_count"]?.intValue ?? 0)
+        db.externalSize = Int(head["external_size"]?.intValue ?? 0)
+        db.revsLimit = Int(head["revs_limit"]?.intValue ?? 1000)
+        db.purgedInfosLimit = Int(head["purged_infos_limit"]?.intValue ?? 1000)
+        if let security = head["security"] { db.security = security }
+        for (id, doc) in head["local"]?.members ?? [] {
+            db.local[id] = LocalDoc(rev: Int(doc["rev"]?.intValue ?? 0), body: doc["b"] ?? [:])
+        }
+        db.shardLogs = snapshot.shardLogs
+        db.seqLog.reserveCapacity(snapshot.documents.count)
+        for (id, entry) in snapshot.documents {
+            db.seqLog.append((entry.seq, id))
+            if entry.flags & DocTableEntry.conflicted != 0 { db.conflictedIDs.insert(id) }
+            if id.hasPrefix("_design/") { db.designIDs.insert(id) }
+        }
+        db.pendingSnapshot = snapshot
+        return db
+    }
+
+    /// Attaches the file a snapshot was restored against: the entries and attachments point into it.
+    func attachRestored(_ file: StoreFile) {
+        guard let snapshot = pendingSnapshot else { return }
+        pendingSnapshot = nil
+        var entries: [String: DocTableEntry] = [:]
+        entries.reserveCapacity(snapshot.documents.count)
+        for (id, entry) in snapshot.documents { entries[id] = entry }
+        self.file = file
+        docs.replace(file: file, entries: entries)
+        for blob in snapshot.blobs {
+            blobs[blob.digest] = StoredBlob(file: file, chunks: blob.chunks, length: blob.length)
+        }
     }
 
     /// What a compacted file records besides documents: sequences, shard logs, settings (lock held).

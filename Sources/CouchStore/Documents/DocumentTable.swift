@@ -127,6 +127,9 @@ final class DocumentTable {
         cache.removeAll()
     }
 
+    /// Every document's entry, when every tree is in the file (nil for a database in memory).
+    var fileEntries: [String: Entry]? { file != nil && trees.isEmpty ? entries : nil }
+
     /// Every document, read one at a time.
     func forEach(_ body: (String, DocEntry) throws -> Void) rethrows {
         for id in ids {

@@ -167,6 +167,7 @@ public final class CouchEngine: @unchecked Sendable {
             db.isDeleted = true
             if let file = db.file {
                 file.close()
+                try? FileManager.default.removeItem(at: IndexSnapshot.url(for: file.url))
                 try? FileManager.default.removeItem(at: file.url)
                 try? StoreFile.syncDirectory(of: file.url)
             }
@@ -236,7 +237,7 @@ public final class CouchEngine: @unchecked Sendable {
         stateLock.unlock()
         for db in all {
             db.withLock {
-                try? db.syncFile()
+                db.writeSnapshot()
                 db.file?.close()
                 db.cond.broadcast()
             }

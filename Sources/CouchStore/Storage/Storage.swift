@@ -24,7 +24,9 @@ struct DataDirectory {
     func databaseFiles() throws -> [URL] {
         let files =
             (try? FileManager.default.contentsOfDirectory(at: databasesFolder, includingPropertiesForKeys: nil)) ?? []
-        for file in files where file.pathExtension == "compact" { try? FileManager.default.removeItem(at: file) }
+        for file in files where file.pathExtension == "compact" || file.pathExtension == "tmp" {
+            try? FileManager.default.removeItem(at: file)
+        }
         for file in files where file.pathExtension == "couchlog" {
             try LegacyLog.convert(file, to: file.deletingPathExtension().appendingPathExtension(Self.fileExtension))
         }
@@ -73,9 +75,11 @@ extension Database {
         return db
     }
 
-    /// Opens a database file: every committed record is read back (bodies and attachments stay on
-    /// disk); a torn end is cut off; damage in the middle throws.
+    /// Opens a database file: the index snapshot beside it when it matches the file (then only the
+    /// records after it are read), else every committed record (bodies and attachments stay on disk).
+    /// A torn end is cut off; damage in the middle throws.
     static func open(at url: URL) throws -> Database {
+        if let db = try openFromSnapshot(at: url) { return db }
         var db: Database?
         let file = try StoreFile.open(at: url) { file, offset, kind, payload in
             if let db {
@@ -91,6 +95,7 @@ extension Database {
                 name: name, instanceStartTime: Int(meta["created"]?.intValue ?? 0),
                 partitioned: meta["partitioned"]?.boolValue ?? false, q: Int(meta["q"]?.intValue ?? 2),
                 n: Int(meta["n"]?.intValue ?? 1))
+            if let id = meta["file"]?.stringValue { db?.fileID = id }
             db?.file = file
         }
         guard let db else {
@@ -99,6 +104,31 @@ extension Database {
         }
         db.file = file
         db.finishLoading()
+        // The next open starts from here.
+        db.withLock { db.writeSnapshot() }
+        return db
+    }
+
+    /// Opens from the index snapshot beside the file; nil when there is none that matches it.
+    private static func openFromSnapshot(at url: URL) throws -> Database? {
+        guard let snapshot = IndexSnapshot.read(beside: url), let db = Database.restoring(snapshot),
+            let first = StoreFile.firstRecord(at: url), let meta = try? JSON.parse(first),
+            meta["op"]?.stringValue == "meta", meta["file"]?.stringValue == db.fileID,
+            meta["name"]?.stringValue == db.name
+        else { return nil }
+        let size = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int) ?? nil
+        guard let size, snapshot.coveredEnd <= Int64(size) else { return nil }
+        var attached = false
+        let file = try StoreFile.open(at: url, from: snapshot.coveredEnd) { file, offset, kind, payload in
+            if !attached {
+                db.attachRestored(file)
+                attached = true
+            }
+            try db.replay(offset: offset, kind: kind, payload: payload, file: file)
+        }
+        if !attached { db.attachRestored(file) }
+        db.finishLoading()
+        db.openedFromSnapshot = true
         return db
     }
 

@@ -86,7 +86,7 @@ final class StoreFile: @unchecked Sendable {
     /// (its offset, kind and payload; blob payloads are not read here: `visit` gets them empty).
     /// A torn last group is cut off the file; corruption followed by committed data throws.
     static func open(
-        at url: URL,
+        at url: URL, from start: Int64 = headerSize,
         visit: (_ file: StoreFile, _ offset: Int64, _ kind: StoreRecordKind, _ payload: ArraySlice<UInt8>) throws ->
             Void
     ) throws -> StoreFile {
@@ -97,16 +97,19 @@ final class StoreFile: @unchecked Sendable {
         guard size >= headerSize, try file.readBytes(at: 0, count: 8) == magic else {
             throw StoreFileError(description: "\(url.lastPathComponent) is not a SwiftCouch database file")
         }
-        var reader = SequentialReader(file: file, offset: headerSize, end: size)
+        guard start >= headerSize, start <= size else {
+            throw StoreFileError(description: "\(url.lastPathComponent) ends before \(start)")
+        }
+        var reader = SequentialReader(file: file, offset: start, end: size)
         var group: [(Int64, StoreRecordKind, ArraySlice<UInt8>)] = []
         var groupBlobs: [(offset: Int64, length: Int, crc: UInt32)] = []
         // The last committed group is visited only once it is known whole (see below).
         var lastGroup: [(Int64, StoreRecordKind, ArraySlice<UInt8>)] = []
         var lastGroupBlobs: [(offset: Int64, length: Int, crc: UInt32)] = []
-        var committedEnd = headerSize
-        var previousCommittedEnd = headerSize
+        var committedEnd = start
+        var previousCommittedEnd = start
         var damage: String?
-        var damageStart = headerSize
+        var damageStart = start
         while reader.offset < size {
             let start = reader.offset
             damageStart = start + 1
@@ -176,6 +179,25 @@ final class StoreFile: @unchecked Sendable {
         }
         file.durableEnd = committedEnd
         return file
+    }
+
+    /// The payload of the first record of the file at `url` (its database record), checksum verified,
+    /// without opening the file for writing.
+    static func firstRecord(at url: URL) -> ArraySlice<UInt8>? {
+        guard let handle = try? FileHandle(forReadingFrom: url) else { return nil }
+        defer { try? handle.close() }
+        guard let head = try? handle.read(upToCount: Int(headerSize) + frameHeaderSize),
+            head.count == Int(headerSize) + frameHeaderSize, Array(head.prefix(8)) == magic
+        else { return nil }
+        let bytes = [UInt8](head)
+        let length = Int(readUInt32(bytes[8...], 0))
+        guard length >= 1, length <= 1 << 20, let payload = try? handle.read(upToCount: length), payload.count == length
+        else { return nil }
+        let body = [UInt8](payload)
+        guard crc32(body[...]) == readUInt32(bytes[8...], 4), body.first == StoreRecordKind.json.rawValue else {
+            return nil
+        }
+        return body[1...]
     }
 
     // MARK: - Writing (the owning database's lock held)
