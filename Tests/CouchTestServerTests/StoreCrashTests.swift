@@ -30,7 +30,7 @@ import Testing
         Data((0..<(2_000 + (v * 997) % 200_000)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ v &+ id.count) })
     }
 
-    @Test func killedWritersNeverLoseAnAcknowledgedWrite() throws {
+    @Test func killedWritersNeverLoseAnAcknowledgedWrite() async throws {
         let rounds = Int(ProcessInfo.processInfo.environment["SWIFTCOUCH_CRASH_ROUNDS"] ?? "") ?? 5
         let dir = makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -39,7 +39,14 @@ import Testing
         var localAcknowledged: [String: Int] = [:]
         var totalAcks = 0
         for round in 0..<rounds {
-            let lines = try runChild(dir: dir, round: round, killAfter: Double.random(in: 0.3...1.5))
+            // The child is run and waited for on a Dispatch thread: never block Swift concurrency's few threads.
+            let killAfter = Double.random(in: 0.3...1.5)
+            let lines = try await withCheckedThrowingContinuation { continuation in
+                DispatchQueue.global().async {
+                    continuation.resume(
+                        with: Result { try Self.runChild(dir: dir, round: round, killAfter: killAfter) })
+                }
+            }
             for line in lines {
                 let parts = line.split(separator: " ").map(String.init)
                 guard parts.count == 5, parts[0] == "ACK", let v = Int(parts[3]) else { continue }
@@ -101,7 +108,7 @@ import Testing
     }
 
     /// Runs the child writer until `killAfter` seconds passed, kills it with SIGKILL, and returns what it printed.
-    private func runChild(dir: URL, round: Int, killAfter: Double) throws -> [String] {
+    private static func runChild(dir: URL, round: Int, killAfter: Double) throws -> [String] {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
         process.arguments = ["--testing-library", "swift-testing", "--filter", "storeCrashChild"]
@@ -144,7 +151,10 @@ import Testing
         let db = try #require(engine.store.database(named: "crash"))
         // Compaction runs again and again beside the writes.
         Thread {
-            while true { try? db.compact() }
+            while true {
+                try? db.compact()
+                Thread.sleep(forTimeInterval: 0.02)
+            }
         }.start()
         func ack(_ kind: String, _ id: String, _ v: Int, _ rev: String = "-") {
             FileHandle.standardOutput.write(Data("ACK \(kind) \(id) \(v) \(rev)\n".utf8))
