@@ -140,15 +140,41 @@ final class Database: @unchecked Sendable {
     /// change, with the shard and the shard's own sequence of that change.
     func changedDocs(after position: [Int]) -> [(entry: DocEntry, shard: Int, shardSeq: Int)] {
         var out: [(entry: DocEntry, shard: Int, shardSeq: Int)] = []
+        forEachChange(after: position) { id, shard, shardSeq in
+            if let doc = docs[id] { out.append((doc, shard, shardSeq)) }
+            return true
+        }
+        return out
+    }
+
+    /// Visits the documents changed after `position` in the order of ``changedDocs(after:)``,
+    /// without reading them, until `body` returns false.
+    func forEachChange(after position: [Int], _ body: (_ id: String, _ shard: Int, _ shardSeq: Int) -> Bool) {
         for (shard, log) in shardLogs.enumerated() {
             let start = shard < position.count ? min(max(position[shard], 0), log.count) : 0
             for index in start..<log.count {
                 let global = log[index]
-                guard let id = idOfChange(global), docs.summary(id)?.seq == global, let doc = docs[id] else {
-                    continue
-                }
-                out.append((doc, shard, index + 1))
+                guard let id = idOfChange(global), docs.summary(id)?.seq == global else { continue }
+                if !body(id, shard, index + 1) { return }
             }
+        }
+    }
+
+    /// How many documents changed after `position`, without reading them.
+    func countChanges(after position: [Int]) -> Int {
+        var count = 0
+        forEachChange(after: position) { _, _, _ in
+            count += 1
+            return true
+        }
+        return count
+    }
+
+    /// The ids of the documents changed after `since`, newest first, without reading them.
+    func changedIDsNewestFirst(since: Int) -> [(id: String, seq: Int)] {
+        var out: [(id: String, seq: Int)] = []
+        for (seq, id) in seqLog.reversed() where seq > since && docs.summary(id)?.seq == seq {
+            out.append((id, seq))
         }
         return out
     }

@@ -187,13 +187,13 @@ extension CouchEngine {
     ) {
         var rows: [JSON] = []
         if args.descending {
-            // Newest first, over the whole database.
-            let entries = Array(db.changedDocs(since: 0).reversed())
+            // Newest first, over the whole database; each document read only when it is reached.
+            let changed = db.changedIDsNewestFirst(since: 0)
             var lastSeq = db.currentPosition
-            var pending = entries.count
-            for entry in entries {
+            var pending = changed.count
+            for (id, _) in changed {
                 pending -= 1
-                guard let winner = entry.winner, passes(entry, winner, args) else { continue }
+                guard let entry = db.docs[id], let winner = entry.winner, passes(entry, winner, args) else { continue }
                 let seq = db.position(atGlobal: entry.seq)
                 rows.append(changeRow(db, entry, winner, seq: seq, args))
                 lastSeq = seq
@@ -201,22 +201,30 @@ extension CouchEngine {
             }
             return (rows, lastSeq, max(pending, 0))
         }
-        let changed = db.changedDocs(after: since)
         var position = since
         if position.count != db.currentPosition.count { position = db.position(atGlobal: 0) }
-        var pending = changed.count
+        // Documents are read one at a time as they are reached, so a batch with a limit reads only
+        // what it needs (a replicator's batches of a large database stay cheap).
+        var pending = db.countChanges(after: since)
         var excluded = 0
-        for item in changed {
-            position[item.shard] = max(position[item.shard], item.shardSeq)
-            guard passesPrefilter(item.entry, args) else {
+        var full = false
+        db.forEachChange(after: since) { id, shard, shardSeq in
+            position[shard] = max(position[shard], shardSeq)
+            guard let entry = db.docs[id] else { return true }
+            guard passesPrefilter(entry, args) else {
                 excluded += 1
-                continue
+                return true
             }
             pending -= 1
-            guard let winner = item.entry.winner, passes(item.entry, winner, args) else { continue }
-            rows.append(changeRow(db, item.entry, winner, seq: position, args))
-            if let limit, rows.count >= limit { return (rows, position, max(pending, 0)) }
+            guard let winner = entry.winner, passes(entry, winner, args) else { return true }
+            rows.append(changeRow(db, entry, winner, seq: position, args))
+            if let limit, rows.count >= limit {
+                full = true
+                return false
+            }
+            return true
         }
+        if full { return (rows, position, max(pending, 0)) }
         let lastSeq = zip(position, db.currentPosition).map { max($0, $1) }
         return (rows, lastSeq, excluded)
     }
