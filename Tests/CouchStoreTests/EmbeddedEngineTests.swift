@@ -30,8 +30,28 @@ import Testing
                 method: method, rawPath: parts[0], rawQuery: parts.count > 1 ? parts[1] : nil, headers: headers,
                 body: body),
             user: user)
-        guard case .data(let data) = response.body, !data.isEmpty else { return Answer(status: response.status) }
+        var data = Data()
+        switch response.body {
+        case .empty: break
+        case .data(let bytes): data = bytes
+        case .stream(let produce):
+            // A streamed answer (a whole _changes feed) comes through a ChunkWriter.
+            let collector = Collector()
+            produce(collector)
+            data = collector.data
+        }
+        guard !data.isEmpty else { return Answer(status: response.status) }
         return Answer(status: response.status, body: try JSONSerialization.jsonObject(with: data))
+    }
+
+    /// Collects a streamed answer.
+    final class Collector: ChunkWriter, @unchecked Sendable {
+        // @unchecked: written only by the producer running synchronously in `send`.
+        var data = Data()
+        func write(_ chunk: Data) -> Bool {
+            data.append(chunk)
+            return true
+        }
     }
 
     @Test("The engine alone serves a database: create, write, read, _changes, _find; a reopened directory keeps it")

@@ -1,5 +1,6 @@
 import CouchQuery
 import Foundation
+import HTTPWire
 import Testing
 
 @testable import CouchStore
@@ -323,5 +324,33 @@ import Testing
         let reopened = try ServerEngine(options: testOptions(dir))
         #expect(reopened.store.database(named: "db")?.openedFromSnapshot == false)
         #expect(view(reopened) == expected)
+    }
+}
+
+/// A whole normal `_changes` feed is sent as it is read, a batch at a time, and says what the feed
+/// built whole says.
+@Suite struct StreamedChangesFeedTests {
+    @Test func aWholeFeedStreamsTheSameRowsAsTheFeedBuiltWhole() throws {
+        let engine = try ServerEngine(options: testOptions(makeTemporaryDirectory()))
+        engine.send("PUT", "/db")
+        for batch in 0..<5 {
+            let docs = JSON.array((0..<500).map { i in ["_id": .string("d\(batch)-\(i)"), "i": .int(Int64(i))] })
+            engine.send("POST", "/db/_bulk_docs", json: ["docs": docs])
+        }
+        let streamed = engine.store.handle(
+            ServerRequest(method: "GET", rawPath: "/db/_changes", rawQuery: nil, headers: HTTPHeaders(), body: Data()),
+            user: .admin)
+        guard case .stream = streamed.body else {
+            Issue.record("a whole feed of 2,500 changes was built whole")
+            return
+        }
+        let whole = engine.send("GET", "/db/_changes?limit=100000").json
+        let sent = engine.send("GET", "/db/_changes").json
+        #expect(sent["results"]?.arrayValue?.count == 2500)
+        #expect(sent["results"] == whole["results"])
+        #expect(sent["last_seq"] == whole["last_seq"])
+        #expect(sent["pending"] == 0)
+        let docs = engine.send("GET", "/db/_changes?include_docs=true&style=all_docs").json
+        #expect(docs["results"]?.arrayValue?.last?["doc"]?["i"] != nil)
     }
 }
