@@ -51,9 +51,10 @@ enum DocumentRecord {
         var heads: [JSON] = []
         var written = 0
         for node in nodes {
-            var members: [(String, JSON)] = [
-                ("r", .string(node.rev)), ("p", node.parent.map(JSON.string) ?? .null), ("d", .bool(node.deleted)),
-            ]
+            // Defaults are left out (no parent, not deleted, no attachments): compacted files stay small.
+            var members: [(String, JSON)] = [("r", .string(node.rev))]
+            if let parent = node.parent { members.append(("p", .string(parent))) }
+            if node.deleted { members.append(("d", true)) }
             switch node.storedBody {
             case .stored(let f, let offset, let index, let size) where f === file:
                 members += [("bo", .int(offset)), ("bi", .int(Int64(index))), ("bs", .int(Int64(size)))]
@@ -80,12 +81,12 @@ enum DocumentRecord {
                 }
                 return .object(a)
             }
-            members.append(("a", .array(atts)))
+            if !atts.isEmpty { members.append(("a", .array(atts))) }
             heads.append(.object(members))
         }
         bodies += "]"
         var members: [(String, JSON)] = [
-            ("id", .string(id)), ("seq", .int(Int64(seq))), ("add", .array(heads)), ("full", true),
+            ("id", .string(id)), ("seq", .int(Int64(seq))), ("add", .array(heads)),
         ]
         if purge { members.append(("purge", true)) }
         let head = JSON.object(members).serialized
