@@ -564,7 +564,7 @@ final class Database: @unchecked Sendable {
         let tmp = url.appendingPathExtension("compact")
         try? FileManager.default.removeItem(at: tmp)
         do {
-            let target = try StoreFile.create(at: tmp)
+            let target = try StoreFile.create(at: tmp, synchronousWrites: file.synchronousWrites)
             var newBlobs: [String: StoredBlob] = [:]
             var written: [String: (seq: Int, nodes: [RevNode])] = [:]
             let (snapshot, meta): ([String: DocEntry], JSON) = try withLock { () throws(CouchError) in

@@ -58,11 +58,12 @@ struct DataDirectory {
 extension Database {
     /// Creates a database and its file (which must not exist yet).
     static func create(
-        at url: URL, name: String, instanceStartTime: Int, partitioned: Bool, q: Int, n: Int
+        at url: URL, name: String, instanceStartTime: Int, partitioned: Bool, q: Int, n: Int,
+        synchronousWrites: Bool = true
     ) throws(CouchError) -> Database {
         let db = Database(name: name, instanceStartTime: instanceStartTime, partitioned: partitioned, q: q, n: n)
         do throws(StoreFileError) {
-            let file = try StoreFile.create(at: url)
+            let file = try StoreFile.create(at: url, synchronousWrites: synchronousWrites)
             file.append(.json, Array(db.metaRecord.serialized.utf8))
             try file.sync()
             db.file = file
@@ -75,9 +76,9 @@ extension Database {
 
     /// Opens a database file: every committed record is read back (bodies and attachments stay on
     /// disk); a torn end is cut off; damage in the middle throws.
-    static func open(at url: URL) throws -> Database {
+    static func open(at url: URL, synchronousWrites: Bool = true) throws -> Database {
         var db: Database?
-        let file = try StoreFile.open(at: url) { file, offset, kind, payload in
+        let file = try StoreFile.open(at: url, synchronousWrites: synchronousWrites) { file, offset, kind, payload in
             if let db {
                 try db.replay(offset: offset, kind: kind, payload: payload, file: file)
                 return

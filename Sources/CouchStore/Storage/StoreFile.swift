@@ -51,6 +51,10 @@ final class StoreFile: @unchecked Sendable {
     private var pendingRecords = 0
     private var durableEnd: Int64
     private var isClosed = false
+    /// Whether ``sync()`` (and creating, cutting and renaming the file) waits for the disk with `fsync`. When
+    /// false, records are still written with `pwrite` before a request is answered, so the process may crash at any
+    /// point; only a crash of the machine may lose acknowledged writes (``CouchEngine/Options/synchronousWrites``).
+    let synchronousWrites: Bool
 
     static let magic: [UInt8] = Array("SWCSTOR1".utf8)
     static let headerSize: Int64 = 8
@@ -60,10 +64,11 @@ final class StoreFile: @unchecked Sendable {
     /// Attachment bytes are stored in chunks of this size, so that no read or write holds more.
     static let blobChunkSize = 1024 * 1024
 
-    private init(url: URL, fd: Int32, end: Int64) {
+    private init(url: URL, fd: Int32, end: Int64, synchronousWrites: Bool) {
         self.location = url
         self.fd = fd
         self.durableEnd = end
+        self.synchronousWrites = synchronousWrites
     }
 
     deinit {
@@ -71,14 +76,14 @@ final class StoreFile: @unchecked Sendable {
     }
 
     /// Creates a new, empty file (failing if one exists) and makes it and its directory entry durable.
-    static func create(at url: URL) throws(StoreFileError) -> StoreFile {
+    static func create(at url: URL, synchronousWrites: Bool = true) throws(StoreFileError) -> StoreFile {
         let fd = systemOpen(url.path, O_RDWR | O_CREAT | O_EXCL)
         guard fd >= 0 else { throw StoreFileError(description: "could not create \(url.path): \(errnoText())") }
-        let file = StoreFile(url: url, fd: fd, end: 0)
+        let file = StoreFile(url: url, fd: fd, end: 0, synchronousWrites: synchronousWrites)
         try file.writeAll(magic, at: 0)
         try file.fsyncFile()
         file.durableEnd = headerSize
-        try syncDirectory(of: url)
+        if synchronousWrites { try syncDirectory(of: url) }
         return file
     }
 
@@ -86,13 +91,13 @@ final class StoreFile: @unchecked Sendable {
     /// (its offset, kind and payload; blob payloads are not read here: `visit` gets them empty).
     /// A torn last group is cut off the file; corruption followed by committed data throws.
     static func open(
-        at url: URL,
+        at url: URL, synchronousWrites: Bool = true,
         visit: (_ file: StoreFile, _ offset: Int64, _ kind: StoreRecordKind, _ payload: ArraySlice<UInt8>) throws ->
             Void
     ) throws -> StoreFile {
         let fd = systemOpen(url.path, O_RDWR)
         guard fd >= 0 else { throw StoreFileError(description: "could not open \(url.path): \(errnoText())") }
-        let file = StoreFile(url: url, fd: fd, end: 0)
+        let file = StoreFile(url: url, fd: fd, end: 0, synchronousWrites: synchronousWrites)
         let size = try file.fileSize()
         guard size >= headerSize, try file.readBytes(at: 0, count: 8) == magic else {
             throw StoreFileError(description: "\(url.lastPathComponent) is not a SwiftCouch database file")
@@ -209,7 +214,8 @@ final class StoreFile: @unchecked Sendable {
     private static let syncCountLock = NSLock()
     nonisolated(unsafe) private static var syncs = 0  // only under syncCountLock
 
-    /// Writes the group with its commit record and waits until it is on disk (one `fsync`).
+    /// Writes the group with its commit record and waits until it is on disk (one `fsync`; none when
+    /// ``synchronousWrites`` is false).
     func sync() throws(StoreFileError) {
         lock.lock()
         defer { lock.unlock() }
@@ -255,7 +261,7 @@ final class StoreFile: @unchecked Sendable {
         lock.lock()
         location = destination
         lock.unlock()
-        try Self.syncDirectory(of: destination)
+        if synchronousWrites { try Self.syncDirectory(of: destination) }
     }
 
     /// Drops records not yet synced (a failed request).
@@ -364,6 +370,7 @@ final class StoreFile: @unchecked Sendable {
     }
 
     private func fsyncFile() throws(StoreFileError) {
+        guard synchronousWrites else { return }
         #if canImport(Darwin)
             let result = fcntl(fd, F_FULLFSYNC)
         #else
