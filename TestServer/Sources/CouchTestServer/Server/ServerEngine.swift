@@ -102,12 +102,13 @@ public final class ServerEngine: RequestHandler, EngineHost, @unchecked Sendable
             storeOptions.dataDirectory = directory
             storeOptions.synchronousWrites = options.synchronousWrites ?? false
             temporaryDirectory = directory
+            TemporaryDirectories.register(directory)
         }
         storageDirectory = storeOptions.dataDirectory
         do {
             store = try CouchEngine(options: storeOptions)
         } catch {
-            if let temporaryDirectory { try? FileManager.default.removeItem(at: temporaryDirectory) }
+            if let temporaryDirectory { TemporaryDirectories.remove(temporaryDirectory) }
             throw error
         }
         cluster = ClusterState(nodes: options.nodes, replicaLag: options.replicaLag)
@@ -256,13 +257,13 @@ public final class ServerEngine: RequestHandler, EngineHost, @unchecked Sendable
     public func close() {
         store.close()
         node.withLock { node.cond.broadcast() }
-        if let temporaryDirectory { try? FileManager.default.removeItem(at: temporaryDirectory) }
+        if let temporaryDirectory { TemporaryDirectories.remove(temporaryDirectory) }
     }
 
     deinit {
         if let temporaryDirectory {
             store.close()
-            try? FileManager.default.removeItem(at: temporaryDirectory)
+            TemporaryDirectories.remove(temporaryDirectory)
         }
     }
 
@@ -352,4 +353,37 @@ struct ServerContext {
 public protocol RequestHandler: Sendable {
     /// Answers one request.
     func handle(_ request: ServerRequest) -> ServerResponse
+}
+
+/// The private temporary directories of live servers, removed when their server closes or, for a server still
+/// running when the process exits (a test suite's shared server), at exit.
+private enum TemporaryDirectories {
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var live: Set<URL> = []  // only under lock
+    nonisolated(unsafe) private static var installed = false  // only under lock
+
+    static func register(_ directory: URL) {
+        lock.lock()
+        defer { lock.unlock() }
+        live.insert(directory)
+        if !installed {
+            installed = true
+            atexit { TemporaryDirectories.removeAll() }
+        }
+    }
+
+    static func remove(_ directory: URL) {
+        lock.lock()
+        live.remove(directory)
+        lock.unlock()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    private static func removeAll() {
+        lock.lock()
+        let all = live
+        live.removeAll()
+        lock.unlock()
+        for directory in all { try? FileManager.default.removeItem(at: directory) }
+    }
 }
