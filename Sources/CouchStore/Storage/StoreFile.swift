@@ -1,3 +1,4 @@
+import CouchGzip
 import Foundation
 
 #if canImport(Glibc)
@@ -421,11 +422,8 @@ final class StoreFile: @unchecked Sendable {
     }
 
     static func crc32(_ bytes: ArraySlice<UInt8>) -> UInt32 {
-        var c: UInt32 = 0xFFFF_FFFF
-        Crypto.crcTable.withUnsafeBufferPointer { table in
-            for byte in bytes { c = table[Int((c ^ UInt32(byte)) & 0xFF)] ^ (c &>> 8) }
-        }
-        return c ^ 0xFFFF_FFFF
+        // CouchGzip's CRC-32 (eight bytes at a time): the same checksum, several times faster in a debug build.
+        bytes.withUnsafeBufferPointer { CRC32.update(0, $0) }
     }
 
     static func readUInt32(_ bytes: ArraySlice<UInt8>, _ at: Int) -> UInt32 {
