@@ -100,11 +100,11 @@ extension CouchEngine {
         let firstIndex = start / size
         let firstChunk: Data
         do throws(StoreFileError) {
-            firstChunk = try blob.chunk(firstIndex)
+            firstChunk = try blob.chunk(firstIndex, digest: att.digest)
         } catch {
             throw CouchError(500, "file_error", "a stored attachment could not be read: \(error)")
         }
-        let length = att.length
+        let (length, digest) = (att.length, att.digest)
         response.body = .stream { [start, end] writer in
             var encoder = gzip ? ZlibCompatibleGzip.StreamEncoder(inputLength: length) : nil
             if let header = encoder?.header, !writer.write(header) { return }
@@ -121,7 +121,7 @@ extension CouchEngine {
                 index += 1
                 guard index * size <= end else { return }
                 // A damaged chunk ends the body short of its Content-Length: the client sees it cut off.
-                guard let next = try? blob.chunk(index) else { return }
+                guard let next = try? blob.chunk(index, digest: digest) else { return }
                 chunk = next
             }
         }
@@ -213,16 +213,19 @@ extension CouchEngine {
 }
 
 extension StoredBlob {
-    /// The bytes of the `index`th chunk, checksum verified. Every chunk but the last holds `StoreFile.blobChunkSize`
-    /// bytes (as `Database.storeNodes` writes them); a chunk of another size is reported as damage.
-    func chunk(_ index: Int) throws(StoreFileError) -> Data {
+    /// The bytes of the `index`th chunk of the attachment whose digest is `digest`, checksum verified. Every chunk
+    /// but the last holds `StoreFile.blobChunkSize` bytes (as `Database.storeNodes` writes them); a chunk of another
+    /// size, or of another attachment, is reported as damage.
+    func chunk(_ index: Int, digest: String) throws(StoreFileError) -> Data {
         let name = file.url.lastPathComponent
         guard chunks.indices.contains(index) else {
             throw StoreFileError(description: "\(name): an attachment has no chunk \(index)")
         }
         let (kind, payload) = try file.read(at: chunks[index])
-        guard kind == .blob, let digestLength = payload.first, payload.count > Int(digestLength) else {
-            throw StoreFileError(description: "\(name): no attachment chunk at \(chunks[index])")
+        guard kind == .blob, let digestLength = payload.first, payload.count > Int(digestLength),
+            payload.dropFirst().prefix(Int(digestLength)).elementsEqual(digest.utf8.prefix(255))
+        else {
+            throw StoreFileError(description: "\(name): no chunk of attachment \(digest) at \(chunks[index])")
         }
         let bytes = Data(payload.dropFirst(1 + Int(digestLength)))
         let expected =

@@ -212,6 +212,13 @@ final class StoreFile: @unchecked Sendable {
         defer { syncCountLock.unlock() }
         return syncs
     }
+    /// How many groups this file synced (tests of "one sync per request" that other files' writes must not disturb).
+    var fileSyncCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return fileSyncs
+    }
+    private var fileSyncs = 0  // only under lock
     private static let syncCountLock = NSLock()
     nonisolated(unsafe) private static var syncs = 0  // only under syncCountLock
 
@@ -224,6 +231,7 @@ final class StoreFile: @unchecked Sendable {
         Self.syncCountLock.lock()
         Self.syncs &+= 1
         Self.syncCountLock.unlock()
+        fileSyncs &+= 1
         guard !isClosed else { throw StoreFileError(description: "\(url.lastPathComponent) is closed") }
         var group = pending
         let commitEnd = durableEnd + Int64(group.count) + Int64(Self.frameHeaderSize) + 9
