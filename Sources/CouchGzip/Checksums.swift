@@ -1,5 +1,6 @@
-/// CRC-32 (ISO 3309, the polynomial gzip uses), computed eight bytes at a time.
-enum CRC32 {
+/// CRC-32 (ISO 3309, the polynomial gzip uses), computed eight bytes at a time. Package-wide: CouchStore's
+/// record checksums are the same CRC-32.
+package enum CRC32 {
     /// Eight 256-entry tables for slicing-by-8; table 0 is the classic byte-at-a-time table.
     static let tables: [UInt32] = {
         var tables = [UInt32](repeating: 0, count: 8 * 256)
@@ -18,7 +19,7 @@ enum CRC32 {
     }()
 
     /// The CRC-32 of `bytes` continuing from `crc` (0 for a new checksum).
-    static func update(_ crc: UInt32, _ bytes: UnsafeBufferPointer<UInt8>) -> UInt32 {
+    package static func update(_ crc: UInt32, _ bytes: UnsafeBufferPointer<UInt8>) -> UInt32 {
         var c = ~crc
         let n = bytes.count
         guard n > 0, let p = bytes.baseAddress else { return crc }

@@ -23,6 +23,75 @@ public enum ZlibCompatibleGzip {
         return out
     }
 
+    /// Produces ``compress(_:)``'s bytes for an input longer than ``compressionLimit`` (stored blocks) piece by
+    /// piece, so that a large input (an attachment read from a file) is never held whole. The input's length is
+    /// fixed in advance, which also gives the output's (``encodedLength(ofInput:)``, for `Content-Length`).
+    ///
+    /// ```swift
+    /// var encoder = ZlibCompatibleGzip.StreamEncoder(inputLength: total)
+    /// send(encoder.header)
+    /// for piece in pieces { send(encoder.encode(piece)) }  // the last piece's output ends with the trailer
+    /// ```
+    public struct StreamEncoder: Sendable {
+        /// The length of the whole input.
+        public let inputLength: Int
+        private var encoded = 0
+        private var carry: [UInt8] = []
+        private var crc: UInt32 = 0
+        private var finished = false
+
+        /// An encoder for an input of `inputLength` bytes (more than ``compressionLimit`` for the output to be
+        /// ``compress(_:)``'s; a negative length counts as 0).
+        public init(inputLength: Int) {
+            self.inputLength = max(inputLength, 0)
+        }
+
+        /// The length of the gzip member for an input of `length` bytes longer than ``compressionLimit``: the
+        /// header, the stored blocks (5 bytes each before at most 65535 bytes of input), the trailer.
+        public static func encodedLength(ofInput length: Int) -> Int {
+            let n = max(length, 0)
+            return 10 + n + 5 * max(1, (n + 65534) / 65535) + 8
+        }
+
+        /// The gzip header (what ``compress(_:)``'s output begins with).
+        public var header: Data { Data([0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03]) }
+
+        /// The output for the next `piece` of input: every stored block it completes (a partial block waits for
+        /// the next piece), and the trailer once the whole input was given. Input past ``inputLength`` is ignored.
+        public mutating func encode(_ piece: Data) -> Data {
+            let room = inputLength - encoded - carry.count
+            var input = carry
+            input.append(contentsOf: piece.prefix(max(room, 0)))
+            crc = input.withUnsafeBufferPointer { all in
+                CRC32.update(crc, UnsafeBufferPointer(rebasing: all[carry.count...]))
+            }
+            var out = Data()
+            var start = 0
+            while !finished {
+                let length = min(65535, inputLength - encoded)
+                guard input.count - start >= length else { break }
+                let final = encoded + length == inputLength
+                out.append(final ? 1 : 0)
+                out.append(UInt8(length & 0xff))
+                out.append(UInt8(length >> 8))
+                out.append(UInt8(~length & 0xff))
+                out.append(UInt8((~length >> 8) & 0xff))
+                out.append(contentsOf: input[start..<(start + length)])
+                start += length
+                encoded += length
+                if final {
+                    let size = UInt32(truncatingIfNeeded: inputLength)
+                    for v in [crc, size] {
+                        for i in 0..<4 { out.append(UInt8(truncatingIfNeeded: v >> (8 * UInt32(i)))) }
+                    }
+                    finished = true
+                }
+            }
+            carry = Array(input[start...])
+            return out
+        }
+    }
+
     /// DEFLATE "stored" blocks: the bytes as they are, in chunks of at most 65535.
     private static func stored(_ input: [UInt8]) -> Data {
         var out = Data(capacity: input.count + input.count / 65535 * 5 + 5)

@@ -87,6 +87,7 @@ struct EngineTransport: Transport {
             if let limit, data.count > limit {
                 return call.finish(.failure(Self.tooLarge(data.count, limit: limit)))
             }
+            if let error = Self.cutShort(response, received: data.count) { return call.finish(.failure(error)) }
             call.finish(.success(HTTPResponse(statusCode: response.status, headers: response.headers, body: data)))
         }
         return call
@@ -124,11 +125,14 @@ struct EngineTransport: Transport {
                     offset = end
                 }
             case .stream(let produce):
+                var received = 0
                 produce(
                     ChunkCollector(call: call) { chunk in
+                        received += chunk.count
                         receiver.receive(chunk: chunk)
                         return true
                     })
+                if let error = Self.cutShort(response, received: received) { return call.finish(.failure(error)) }
             }
             call.finish(.success(HTTPResponse(statusCode: response.status)))
         }
@@ -164,6 +168,18 @@ struct EngineTransport: Transport {
             data.append(contentsOf: buffer[0..<count])
         }
         return .success(data)
+    }
+
+    /// The error for a streamed body that ended short of its `Content-Length` (a stored attachment whose chunk
+    /// could not be read after the answer began), as a cut-off HTTP body is an error; nil when it is whole.
+    static func cutShort(_ response: ServerResponse, received: Int) -> CouchError? {
+        guard case .stream = response.body, let declared = response.headers["Content-Length"].flatMap({ Int($0) }),
+            received < declared
+        else { return nil }
+        return CouchError(
+            kind: .transport,
+            message: "The response body ended after \(received) of its \(declared) bytes (the engine could not read"
+                + " the rest).")
     }
 
     static func tooLarge(_ size: Int, limit: Int) -> URLError {

@@ -51,6 +51,15 @@ final class HTTPTestEchoHandler: RequestHandler, @unchecked Sendable {
                 body: .stream { writer in
                     for i in 0..<3 { writer.write(Data("{\"row\":\(i)}\n".utf8)) }
                 })
+        case "/sized-stream", "/short-stream", "/long-stream":
+            // A streamed body of known length (as a stored attachment is sent): 30 bytes declared; the short one
+            // writes 10 of them, the long one 40.
+            let rows = request.rawPath == "/sized-stream" ? 3 : request.rawPath == "/short-stream" ? 1 : 4
+            return ServerResponse(
+                status: 200, headers: ["Content-Type": "application/json", "Content-Length": "30"],
+                body: .stream { writer in
+                    for i in 0..<rows { writer.write(Data("{\"row\":\(i)}\n".utf8)) }
+                })
         case "/endless":
             // Writes until the client has gone away (or the server stops), at most ~60 s.
             return ServerResponse(
@@ -330,6 +339,35 @@ struct HTTPServerTests {
         let oldResponse = try old.readResponse(to: "GET")
         #expect(oldResponse.framing == .untilClose)
         #expect(oldResponse.text == "{\"row\":0}\n{\"row\":1}\n{\"row\":2}\n")
+    }
+
+    @Test func aStreamOfKnownLengthIsSentWithItsContentLength() throws {
+        let server = try start()
+        defer { server.stop() }
+        let connection = try RawHTTPConnection(port: server.port, timeout: 10)
+        let response = try connection.request(method: "GET", target: "/sized-stream")
+        #expect(response.framing == .contentLength(30))
+        #expect(response.headers["Transfer-Encoding"] == nil)
+        #expect(response.text == "{\"row\":0}\n{\"row\":1}\n{\"row\":2}\n")
+        let head = try connection.request(method: "HEAD", target: "/sized-stream")
+        #expect(head.headers["Content-Length"] == "30")
+        #expect(head.body.isEmpty)
+        // Kept alive: the next request on the connection is answered.
+        #expect(try connection.request(method: "GET", target: "/after").status == 200)
+
+        // A body that ends short of its length (a read failed after the head was sent) is cut off by closing.
+        let short = try RawHTTPConnection(port: server.port, timeout: 10)
+        #expect {
+            _ = try short.request(method: "GET", target: "/short-stream")
+        } throws: { error in
+            guard case RawHTTPConnection.Failure.closedMidBody(_, let partial) = error else { return false }
+            return partial == Data("{\"row\":0}\n".utf8)
+        }
+        // One that would run past it sends no byte beyond, and closes too.
+        let long = try RawHTTPConnection(port: server.port, timeout: 10)
+        let cut = try long.request(method: "GET", target: "/long-stream")
+        #expect(cut.body.count == 30)
+        #expect(throws: (any Error).self) { _ = try long.request(method: "GET", target: "/after") }
     }
 
     @Test func streamWriterReportsAClosedPeer() throws {

@@ -3,8 +3,8 @@ import Foundation
 import SwiftCouch
 import Testing
 
-/// Memory is measured in a child process that runs only the client: tests run in parallel in one
-/// process, and the TestServer keeps its data in memory, so neither may pollute the figures. The
+/// Memory is measured in a child process that runs only the client (or, for what serving costs, a TestServer of
+/// its own too): tests run in parallel in one process, so they may not pollute the figures. The
 /// parent starts a TestServer, prepares the data, then runs this same test binary filtered to
 /// ``MemoryProbe`` with `SWIFTCOUCH_MEMORY_PROBE` set; the probe prints its resident-memory
 /// readings and the parent asserts on them.
@@ -52,6 +52,27 @@ struct MemoryEndToEndTests {
             #expect(peak < 128 << 20, "peak resident memory \(peak >> 20) MiB for a 256 MiB attachment")
         }
     }
+
+    @Test("A TestServer serves a 64 MiB stored attachment with memory bounded by a few chunks")
+    func serverStreamsAStoredAttachment() async throws {
+        #if canImport(FoundationNetworking)
+            if E2EEnvironment.transportChoice == "urlsession" {
+                print("Skipping a memory test: SWIFTCOUCH_TRANSPORT=urlsession cannot bound memory on Linux.")
+                return
+            }
+        #endif
+        // The child runs both the server and the client: the server's share is what grows while downloading.
+        let readings = try runProbe("served-attachment", url: nil, database: "memory-served")
+        let bytes = try #require(readings["bytes"])
+        let before = try #require(readings["rss_before_download"])
+        let peak = try #require(readings["peak_rss"])
+        print("Memory, serving a 64 MiB stored attachment: \(before >> 20) MiB before, peak \(peak >> 20) MiB")
+        #expect(bytes == 64 << 20)
+        #expect(readings["same"] == 1, "the downloaded file equals the uploaded one")
+        #expect(readings["content_length"] == 64 << 20, "sent with its Content-Length")
+        // Read whole, the attachment alone would add 64 MiB (and its response copy as much again).
+        #expect(peak - before < 24 << 20, "grew \((peak - before) >> 20) MiB while serving a 64 MiB attachment")
+    }
 }
 
 /// The client side of the memory tests, run only in the child process.
@@ -62,8 +83,12 @@ struct MemoryProbe {
     @Test("probe")
     func probe() async throws {
         let environment = ProcessInfo.processInfo.environment
-        let url = try #require(environment["PROBE_URL"].flatMap(URL.init(string:)))
         let db = try #require(environment["PROBE_DB"])
+        if environment["SWIFTCOUCH_MEMORY_PROBE"] == "served-attachment" {
+            try await probeServedAttachment(database: db)
+            return
+        }
+        let url = try #require(environment["PROBE_URL"].flatMap(URL.init(string:)))
         var configuration = Configuration()
         E2EEnvironment.selectTransport(&configuration)
         let client = CouchDBClient(
@@ -119,6 +144,62 @@ struct MemoryProbe {
             Issue.record("unknown probe")
         }
     }
+
+    /// A TestServer of the child's own (its databases in files, in its private temporary directory): a 64 MiB
+    /// attachment is uploaded, the peak mark reset, then the attachment downloaded to a file, so the peak shows what
+    /// serving it costs the server (the client's download to a file is flat, see `largeAttachment`).
+    private func probeServedAttachment(database db: String) async throws {
+        let server = try TestServer.start()
+        defer { server.stop() }
+        var configuration = Configuration()
+        E2EEnvironment.selectTransport(&configuration)
+        let client = CouchDBClient(
+            url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
+            configuration: configuration)
+        defer { client.shutdown() }
+        try await client.execute(CreateDatabaseOperation(name: db))
+        let size = 64 << 20
+        let source = try writeRandomFile(size: size)
+        let target = FileManager.default.temporaryDirectory.appendingPathComponent("probe-\(UUID().uuidString).out")
+        defer {
+            try? FileManager.default.removeItem(at: source)
+            try? FileManager.default.removeItem(at: target)
+        }
+        _ = try await client.upload(
+            UploadAttachmentOperation(
+                database: db, documentID: "big", name: "blob.bin", revision: nil,
+                contentType: "application/octet-stream", body: try .file(source))
+        ).value
+        let head = try await client.execute(
+            HeadAttachmentOperation(database: db, documentID: "big", name: "blob.bin"))
+        let contentLength = Int64(head.value?.length ?? -1)
+        let before = residentBytes()
+        resetPeak()
+        let download = try await client.download(
+            GetAttachmentOperation(database: db, documentID: "big", name: "blob.bin"), to: target
+        ).value
+        let peak = peakResidentBytes()
+        let same = try filesEqual(source, target)
+        report([
+            "bytes": download.length, "rss_before_download": before, "peak_rss": peak, "same": same ? 1 : 0,
+            "content_length": contentLength,
+        ])
+    }
+}
+
+/// A file of `size` random bytes in the temporary directory.
+private func writeRandomFile(size: Int) throws -> URL {
+    let source = FileManager.default.temporaryDirectory.appendingPathComponent("probe-\(UUID().uuidString).bin")
+    _ = FileManager.default.createFile(atPath: source.path, contents: nil)
+    let handle = try FileHandle(forWritingTo: source)
+    defer { try? handle.close() }
+    var block = [UInt64](repeating: 0, count: 1 << 17)
+    var generator = SystemRandomNumberGenerator()
+    for _ in 0..<(size >> 20) {
+        for index in block.indices { block[index] = generator.next() }
+        try block.withUnsafeBytes { try handle.write(contentsOf: Data($0)) }
+    }
+    return source
 }
 
 struct ProbeDocument: Codable, Sendable {
@@ -154,12 +235,17 @@ func withProbeServer(_ body: (TestServer, CouchDBClient) async throws -> Void) a
 
 /// Runs this test binary again, filtered to the probe, and returns what it printed.
 func runProbe(_ kind: String, server: TestServer, database: String) throws -> [String: Int64] {
+    try runProbe(kind, url: server.url, database: database)
+}
+
+/// Runs this test binary again, filtered to the probe, with the server at `url` (nil: the probe starts its own).
+func runProbe(_ kind: String, url: URL?, database: String) throws -> [String: Int64] {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
     process.arguments = ["--testing-library", "swift-testing", "--filter", "MemoryProbe"]
     var environment = ProcessInfo.processInfo.environment
     environment["SWIFTCOUCH_MEMORY_PROBE"] = kind
-    environment["PROBE_URL"] = server.url.absoluteString
+    environment["PROBE_URL"] = url?.absoluteString
     environment["PROBE_DB"] = database
     process.environment = environment
     let output = Pipe()

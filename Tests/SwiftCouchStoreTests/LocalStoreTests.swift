@@ -34,6 +34,41 @@ struct LocalStoreTests {
         #expect(try await second.info().docCount == 2)
     }
 
+    @Test("A download whose attachment chunk is damaged in the file fails; it is never a shorter file")
+    func damagedChunkFailsTheDownload() async throws {
+        let directory = LocalStoreFixture.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var generator = SystemRandomNumberGenerator()
+        let bytes = Data((0..<(3 << 20)).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        let first = try await LocalDatabase.open(at: directory, name: "files")
+        let written = try await first.put(Entry(title: "big", year: 2026, added: Date()), id: "big")
+        try await first.putAttachment(
+            "big.bin", of: "big", data: bytes, contentType: "application/octet-stream", revision: written.rev)
+        // A later write, so that the damaged group is not the last one (whose chunks are checked on open).
+        _ = try await first.put(Entry(title: "later", year: 2026, added: Date()), id: "later")
+        first.close()
+        let files =
+            FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?
+            .compactMap { $0 as? URL }.filter { $0.pathExtension == "couch" } ?? []
+        var damaged = false
+        for file in files {
+            var content = try Data(contentsOf: file)
+            let second = bytes.subdata(in: (1 << 20)..<((1 << 20) + 64))
+            guard let range = content.range(of: second) else { continue }
+            content[range.lowerBound + 500] ^= 0x55
+            try content.write(to: file)
+            damaged = true
+        }
+        #expect(damaged)
+        let reopened = try await LocalDatabase.open(at: directory, name: "files")
+        defer { reopened.close() }
+        let destination = directory.appendingPathComponent("out.bin")
+        await #expect(throws: CouchError.self) {
+            _ = try await reopened.downloadAttachment("big.bin", of: "big", to: destination)
+        }
+        #expect(!FileManager.default.fileExists(atPath: destination.path))
+    }
+
     @Test("A directory is opened by one store at a time")
     func exclusive() async throws {
         let directory = LocalStoreFixture.temporaryDirectory()

@@ -689,7 +689,7 @@ final class Database: @unchecked Sendable {
         let tmp = url.appendingPathExtension("compact")
         try? FileManager.default.removeItem(at: tmp)
         do {
-            let target = try StoreFile.create(at: tmp)
+            let target = try StoreFile.create(at: tmp, synchronousWrites: file.synchronousWrites)
             var newBlobs: [String: StoredBlob] = [:]
             var written: [String: DocTableEntry] = [:]
             let newFileID = UUID().uuidString
@@ -740,7 +740,8 @@ final class Database: @unchecked Sendable {
                 externalSize = written.keys.reduce(0) { total, id in
                     total + Self.bodySize(of: Array(docs[id]?.nodes.values ?? [:].values))
                 }
-                file.close()
+                // The old file is not closed: readers still holding documents or attachments from it
+                // finish reading (it is unlinked; its descriptor goes with the last reference).
                 writeSnapshot()
             }
         } catch let error as CouchError {

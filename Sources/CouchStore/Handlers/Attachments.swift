@@ -45,6 +45,10 @@ extension CouchEngine {
         let acceptsGzip = (request.headers["Accept-Encoding"] ?? "").lowercased().split(separator: ",").contains {
             $0.trimmingCharacters(in: .whitespaces).hasPrefix("gzip")
         }
+        if case .stored(let blob) = att.bytes, att.length > StoreFile.blobChunkSize {
+            return try streamedAttachment(
+                request, response, att, blob, gzip: compressible && acceptsGzip, ranged: !compressible)
+        }
         if compressible, acceptsGzip {
             response.headers.add("Content-Encoding", "gzip")
             response.body = .data(att.encoded ?? ZlibCompatibleGzip.compress(att.data))
@@ -62,6 +66,65 @@ extension CouchEngine {
             return response
         }
         response.body = .data(att.data)
+        return response
+    }
+
+    /// An attachment larger than one chunk of the database's file, answered as it is read: the first chunk it
+    /// needs is read now (a damaged one is a 500 before anything is sent), the others one at a time as the client
+    /// takes them, so memory holds a chunk or two whatever the attachment's size. `Content-Length` is sent as
+    /// CouchDB sends it; a chunk found damaged later ends the body short of it (the connection is closed).
+    private func streamedAttachment(
+        _ request: ServerRequest, _ head: ServerResponse, _ att: Attachment, _ blob: StoredBlob, gzip: Bool,
+        ranged: Bool
+    ) throws(CouchError) -> ServerResponse {
+        var response = head
+        var (start, end) = (0, att.length - 1)
+        let gzip = gzip && att.length > ZlibCompatibleGzip.compressionLimit
+        if gzip {
+            response.headers.add("Content-Encoding", "gzip")
+            response.headers.add(
+                "Content-Length", String(ZlibCompatibleGzip.StreamEncoder.encodedLength(ofInput: att.length)))
+        } else {
+            if ranged, let range = request.headers["Range"], let (first, last) = parseRange(range, length: att.length) {
+                if first > last || first >= att.length {
+                    return Reply.error(
+                        CouchError(416, "requested_range_not_satisfiable", "Requested range not satisfiable"))
+                }
+                response.status = 206
+                response.headers.add("Content-Range", "bytes \(first)-\(last)/\(att.length)")
+                (start, end) = (first, last)
+            }
+            response.headers.add("Content-Length", String(end - start + 1))
+        }
+        let size = StoreFile.blobChunkSize
+        let firstIndex = start / size
+        let firstChunk: Data
+        do throws(StoreFileError) {
+            firstChunk = try blob.chunk(firstIndex, digest: att.digest)
+        } catch {
+            throw CouchError(500, "file_error", "a stored attachment could not be read: \(error)")
+        }
+        let (length, digest) = (att.length, att.digest)
+        response.body = .stream { [start, end] writer in
+            var encoder = gzip ? ZlibCompatibleGzip.StreamEncoder(inputLength: length) : nil
+            if let header = encoder?.header, !writer.write(header) { return }
+            var index = firstIndex
+            var chunk = firstChunk
+            while true {
+                let chunkStart = index * size
+                let lower = max(start - chunkStart, 0)
+                let upper = min(end + 1 - chunkStart, chunk.count)
+                guard lower < upper else { return }
+                var piece = chunk.subdata(in: (chunk.startIndex + lower)..<(chunk.startIndex + upper))
+                if encoder != nil { piece = encoder!.encode(piece) }
+                guard writer.write(piece) else { return }
+                index += 1
+                guard index * size <= end else { return }
+                // A damaged chunk ends the body short of its Content-Length: the client sees it cut off.
+                guard let next = try? blob.chunk(index, digest: digest) else { return }
+                chunk = next
+            }
+        }
         return response
     }
 
@@ -146,5 +209,31 @@ extension CouchEngine {
                 throw CouchError(401, "unauthorized", "You are not a db or server admin.")
             }
         }
+    }
+}
+
+extension StoredBlob {
+    /// The bytes of the `index`th chunk of the attachment whose digest is `digest`, checksum verified. Every chunk
+    /// but the last holds `StoreFile.blobChunkSize` bytes (as `Database.storeNodes` writes them); a chunk of another
+    /// size, or of another attachment, is reported as damage.
+    func chunk(_ index: Int, digest: String) throws(StoreFileError) -> Data {
+        let name = file.url.lastPathComponent
+        guard chunks.indices.contains(index) else {
+            throw StoreFileError(description: "\(name): an attachment has no chunk \(index)")
+        }
+        let (kind, payload) = try file.read(at: chunks[index])
+        guard kind == .blob, let digestLength = payload.first, payload.count > Int(digestLength),
+            payload.dropFirst().prefix(Int(digestLength)).elementsEqual(digest.utf8.prefix(255))
+        else {
+            throw StoreFileError(description: "\(name): no chunk of attachment \(digest) at \(chunks[index])")
+        }
+        let bytes = Data(payload.dropFirst(1 + Int(digestLength)))
+        let expected =
+            index == chunks.count - 1 ? length - index * StoreFile.blobChunkSize : StoreFile.blobChunkSize
+        guard bytes.count == expected else {
+            throw StoreFileError(
+                description: "\(name): an attachment chunk of \(bytes.count) bytes where \(expected) were expected")
+        }
+        return bytes
     }
 }

@@ -187,7 +187,7 @@ extension CouchEngine {
     /// One batch of changes after shard positions `since` (lock held): shard by shard, as a
     /// clustered CouchDB interleaves its shards (not in write order). Each row's `seq` resumes
     /// right after it; the last sequence covers everything looked at (filtered-out changes too).
-    func collectChanges(_ db: Database, since: [Int], args: ChangesArgs, limit: Int?) -> (
+    func collectChanges(_ db: Database, since: [Int], args: ChangesArgs, limit: Int?, countPending: Bool = true) -> (
         rows: [JSON], lastSeq: [Int], pending: Int
     ) {
         var rows: [JSON] = []
@@ -209,8 +209,8 @@ extension CouchEngine {
         var position = since
         if position.count != db.currentPosition.count { position = db.position(atGlobal: 0) }
         // Documents are read one at a time as they are reached, so a batch with a limit reads only
-        // what it needs (a replicator's batches of a large database stay cheap).
-        var pending = db.countChanges(after: since)
+        // what it needs (a replicator's batches of a large database stay cheap). `pending` is what
+        // follows a full batch, counted from the index only then (and only when asked).
         var excluded = 0
         var full = false
         db.forEachChange(after: since) { id, shard, shardSeq in
@@ -220,7 +220,6 @@ extension CouchEngine {
                 excluded += 1
                 return true
             }
-            pending -= 1
             guard let winner = entry.winner, passes(entry, winner, args) else { return true }
             rows.append(changeRow(db, entry, winner, seq: position, args))
             if let limit, rows.count >= limit {
@@ -229,7 +228,10 @@ extension CouchEngine {
             }
             return true
         }
-        if full { return (rows, position, max(pending, 0)) }
+        if full {
+            // As CouchDB counts it: the changes after the last row, and those skipped by the filter.
+            return (rows, position, countPending ? excluded + db.countChanges(after: position) : 0)
+        }
         let lastSeq = zip(position, db.currentPosition).map { max($0, $1) }
         return (rows, lastSeq, excluded)
     }
@@ -323,7 +325,9 @@ extension CouchEngine {
             var since = start
             var first = true
             while true {
-                let batch = db.withLock { engine.collectChanges(db, since: since, args: args, limit: 1000) }
+                let batch = db.withLock {
+                    engine.collectChanges(db, since: since, args: args, limit: 1000, countPending: false)
+                }
                 if !batch.rows.isEmpty {
                     var text = first ? "" : ",\n"
                     text += batch.rows.map(\.serialized).joined(separator: ",\n")

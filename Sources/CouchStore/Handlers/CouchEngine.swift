@@ -19,6 +19,12 @@ public final class CouchEngine: @unchecked Sendable {
         /// Where to keep data so that the next engine on the directory finds it; nil keeps everything in memory.
         /// Defaults to nil.
         public var dataDirectory: URL? = nil
+        /// Whether a write waits for the disk (`fsync`) before it is acknowledged. Defaults to true. When false,
+        /// every acknowledged write is still in the database's file (written with `pwrite` before the answer, read
+        /// back with `pread`), so a crash of the process loses nothing, but a crash of the machine (or a power
+        /// loss) may lose acknowledged writes. For tests and throwaway data only. No effect without
+        /// ``dataDirectory``.
+        public var synchronousWrites: Bool = true
 
         /// The defaults: everything in memory.
         public init() {}
@@ -79,7 +85,7 @@ public final class CouchEngine: @unchecked Sendable {
         for url in try dir.databaseFiles() {
             let db: Database
             do {
-                db = try Database.open(at: url)
+                db = try Database.open(at: url, synchronousWrites: options.synchronousWrites)
             } catch {
                 // A damaged file: its database answers 500 with what was found (see `database(named:)`).
                 if let name = DataDirectory.databaseName(of: url) { damagedDatabases[name] = "\(error)" }
@@ -149,7 +155,8 @@ public final class CouchEngine: @unchecked Sendable {
             }
             do throws(CouchError) {
                 db = try Database.create(
-                    at: url, name: name, instanceStartTime: db.instanceStartTime, partitioned: partitioned, q: q, n: n)
+                    at: url, name: name, instanceStartTime: db.instanceStartTime, partitioned: partitioned, q: q, n: n,
+                    synchronousWrites: options.synchronousWrites)
             } catch {
                 return .failure(error)
             }
@@ -221,11 +228,18 @@ public final class CouchEngine: @unchecked Sendable {
         return response
     }
 
-    /// Drops the body of the answer to a `HEAD` request, keeping its `Content-Length`.
+    /// Drops the body of the answer to a `HEAD` request, keeping its `Content-Length` (a streamed body of known
+    /// length, an attachment's, is not read at all).
     package static func finishHead(_ request: ServerRequest, _ response: inout ServerResponse) {
-        if request.method == "HEAD", case .data(let data) = response.body {
+        guard request.method == "HEAD" else { return }
+        switch response.body {
+        case .data(let data):
             response.headers.set("Content-Length", String(data.count))
             response.body = .empty
+        case .stream where response.headers.contains("Content-Length"):
+            response.body = .empty
+        case .stream, .empty:
+            break
         }
     }
 

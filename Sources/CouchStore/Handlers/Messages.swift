@@ -67,6 +67,10 @@ public enum ResponseBody: Sendable {
     case data(Data)
     /// A body sent with `Transfer-Encoding: chunked`; the closure runs on the connection's thread,
     /// may block while it waits for more to send, and returns when the response is complete.
+    ///
+    /// When the response's headers hold a `Content-Length` (an attachment read from a file), the body is sent
+    /// with that length instead, unframed, and the closure must write exactly that many bytes: a server closes the
+    /// connection after a body that ends short, so the client sees it cut off, and writes nothing past it.
     case stream(@Sendable (any ChunkWriter) -> Void)
 }
 

@@ -60,11 +60,12 @@ struct DataDirectory {
 extension Database {
     /// Creates a database and its file (which must not exist yet).
     static func create(
-        at url: URL, name: String, instanceStartTime: Int, partitioned: Bool, q: Int, n: Int
+        at url: URL, name: String, instanceStartTime: Int, partitioned: Bool, q: Int, n: Int,
+        synchronousWrites: Bool = true
     ) throws(CouchError) -> Database {
         let db = Database(name: name, instanceStartTime: instanceStartTime, partitioned: partitioned, q: q, n: n)
         do throws(StoreFileError) {
-            let file = try StoreFile.create(at: url)
+            let file = try StoreFile.create(at: url, synchronousWrites: synchronousWrites)
             file.append(.json, Array(db.metaRecord.serialized.utf8))
             try file.sync()
             db.file = file
@@ -78,10 +79,10 @@ extension Database {
     /// Opens a database file: the index snapshot beside it when it matches the file (then only the
     /// records after it are read), else every committed record (bodies and attachments stay on disk).
     /// A torn end is cut off; damage in the middle throws.
-    static func open(at url: URL) throws -> Database {
-        if let db = try openFromSnapshot(at: url) { return db }
+    static func open(at url: URL, synchronousWrites: Bool = true) throws -> Database {
+        if let db = try openFromSnapshot(at: url, synchronousWrites: synchronousWrites) { return db }
         var db: Database?
-        let file = try StoreFile.open(at: url) { file, offset, kind, payload in
+        let file = try StoreFile.open(at: url, synchronousWrites: synchronousWrites) { file, offset, kind, payload in
             if let db {
                 try db.replay(offset: offset, kind: kind, payload: payload, file: file)
                 return
@@ -110,7 +111,7 @@ extension Database {
     }
 
     /// Opens from the index snapshot beside the file; nil when there is none that matches it.
-    private static func openFromSnapshot(at url: URL) throws -> Database? {
+    private static func openFromSnapshot(at url: URL, synchronousWrites: Bool) throws -> Database? {
         guard let snapshot = IndexSnapshot.read(beside: url), let db = Database.restoring(snapshot),
             let first = StoreFile.firstRecord(at: url), let meta = try? JSON.parse(first),
             meta["op"]?.stringValue == "meta", meta["file"]?.stringValue == db.fileID,
@@ -119,7 +120,8 @@ extension Database {
         let size = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int) ?? nil
         guard let size, snapshot.coveredEnd <= Int64(size) else { return nil }
         var attached = false
-        let file = try StoreFile.open(at: url, from: snapshot.coveredEnd) { file, offset, kind, payload in
+        let file = try StoreFile.open(at: url, from: snapshot.coveredEnd, synchronousWrites: synchronousWrites) {
+            file, offset, kind, payload in
             if !attached {
                 db.attachRestored(file)
                 attached = true

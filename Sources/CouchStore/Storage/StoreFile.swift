@@ -1,3 +1,4 @@
+import CouchGzip
 import Foundation
 
 #if canImport(Glibc)
@@ -51,6 +52,10 @@ final class StoreFile: @unchecked Sendable {
     private var pendingRecords = 0
     private var durableEnd: Int64
     private var isClosed = false
+    /// Whether ``sync()`` (and creating, cutting and renaming the file) waits for the disk with `fsync`. When
+    /// false, records are still written with `pwrite` before a request is answered, so the process may crash at any
+    /// point; only a crash of the machine may lose acknowledged writes (``CouchEngine/Options/synchronousWrites``).
+    let synchronousWrites: Bool
 
     static let magic: [UInt8] = Array("SWCSTOR1".utf8)
     static let headerSize: Int64 = 8
@@ -60,25 +65,28 @@ final class StoreFile: @unchecked Sendable {
     /// Attachment bytes are stored in chunks of this size, so that no read or write holds more.
     static let blobChunkSize = 1024 * 1024
 
-    private init(url: URL, fd: Int32, end: Int64) {
+    private init(url: URL, fd: Int32, end: Int64, synchronousWrites: Bool) {
         self.location = url
         self.fd = fd
         self.durableEnd = end
+        self.synchronousWrites = synchronousWrites
     }
 
     deinit {
-        if !isClosed { _ = systemClose(fd) }
+        // The descriptor is closed only here, when nothing can read through it any more: closed
+        // earlier, its number could be reused by another file while a reader still held this one.
+        _ = systemClose(fd)
     }
 
     /// Creates a new, empty file (failing if one exists) and makes it and its directory entry durable.
-    static func create(at url: URL) throws(StoreFileError) -> StoreFile {
+    static func create(at url: URL, synchronousWrites: Bool = true) throws(StoreFileError) -> StoreFile {
         let fd = systemOpen(url.path, O_RDWR | O_CREAT | O_EXCL)
         guard fd >= 0 else { throw StoreFileError(description: "could not create \(url.path): \(errnoText())") }
-        let file = StoreFile(url: url, fd: fd, end: 0)
+        let file = StoreFile(url: url, fd: fd, end: 0, synchronousWrites: synchronousWrites)
         try file.writeAll(magic, at: 0)
         try file.fsyncFile()
         file.durableEnd = headerSize
-        try syncDirectory(of: url)
+        if synchronousWrites { try syncDirectory(of: url) }
         return file
     }
 
@@ -86,13 +94,13 @@ final class StoreFile: @unchecked Sendable {
     /// (its offset, kind and payload; blob payloads are not read here: `visit` gets them empty).
     /// A torn last group is cut off the file; corruption followed by committed data throws.
     static func open(
-        at url: URL, from start: Int64 = headerSize,
+        at url: URL, from start: Int64 = headerSize, synchronousWrites: Bool = true,
         visit: (_ file: StoreFile, _ offset: Int64, _ kind: StoreRecordKind, _ payload: ArraySlice<UInt8>) throws ->
             Void
     ) throws -> StoreFile {
         let fd = systemOpen(url.path, O_RDWR)
         guard fd >= 0 else { throw StoreFileError(description: "could not open \(url.path): \(errnoText())") }
-        let file = StoreFile(url: url, fd: fd, end: 0)
+        let file = StoreFile(url: url, fd: fd, end: 0, synchronousWrites: synchronousWrites)
         let size = try file.fileSize()
         guard size >= headerSize, try file.readBytes(at: 0, count: 8) == magic else {
             throw StoreFileError(description: "\(url.lastPathComponent) is not a SwiftCouch database file")
@@ -230,7 +238,8 @@ final class StoreFile: @unchecked Sendable {
     }
     private var syncs = 0
 
-    /// Writes the group with its commit record and waits until it is on disk (one `fsync`).
+    /// Writes the group with its commit record and waits until it is on disk (one `fsync`; none when
+    /// ``synchronousWrites`` is false).
     func sync() throws(StoreFileError) {
         lock.lock()
         defer { lock.unlock() }
@@ -274,7 +283,7 @@ final class StoreFile: @unchecked Sendable {
         lock.lock()
         location = destination
         lock.unlock()
-        try Self.syncDirectory(of: destination)
+        if synchronousWrites { try Self.syncDirectory(of: destination) }
     }
 
     /// Drops records not yet synced (a failed request).
@@ -292,12 +301,12 @@ final class StoreFile: @unchecked Sendable {
         return durableEnd + Int64(pending.count)
     }
 
+    /// Ends writing and reading: later calls fail with an error. The descriptor itself is released
+    /// when the last reference goes (see `deinit`).
     func close() {
         lock.lock()
         defer { lock.unlock() }
-        guard !isClosed else { return }
         isClosed = true
-        _ = systemClose(fd)
     }
 
     // MARK: - Reading (any thread)
@@ -305,6 +314,10 @@ final class StoreFile: @unchecked Sendable {
     /// The record at `offset`: its kind and payload (without the kind byte), checksum verified.
     func read(at offset: Int64) throws(StoreFileError) -> (kind: StoreRecordKind, payload: ArraySlice<UInt8>) {
         lock.lock()
+        if isClosed {
+            lock.unlock()
+            throw StoreFileError(description: "\(location.lastPathComponent) is closed")
+        }
         if offset >= durableEnd {
             // Still in the group being written.
             let start = Int(offset - durableEnd)
@@ -383,6 +396,7 @@ final class StoreFile: @unchecked Sendable {
     }
 
     private func fsyncFile() throws(StoreFileError) {
+        guard synchronousWrites else { return }
         #if canImport(Darwin)
             let result = fcntl(fd, F_FULLFSYNC)
         #else
@@ -433,11 +447,8 @@ final class StoreFile: @unchecked Sendable {
     }
 
     static func crc32(_ bytes: ArraySlice<UInt8>) -> UInt32 {
-        var c: UInt32 = 0xFFFF_FFFF
-        Crypto.crcTable.withUnsafeBufferPointer { table in
-            for byte in bytes { c = table[Int((c ^ UInt32(byte)) & 0xFF)] ^ (c &>> 8) }
-        }
-        return c ^ 0xFFFF_FFFF
+        // CouchGzip's CRC-32 (eight bytes at a time): the same checksum, several times faster in a debug build.
+        bytes.withUnsafeBufferPointer { CRC32.update(0, $0) }
     }
 
     static func readUInt32(_ bytes: ArraySlice<UInt8>, _ at: Int) -> UInt32 {

@@ -77,10 +77,26 @@ public final class TestServer: @unchecked Sendable {
             set { engineOptions.passwordIterations = newValue }
         }
 
-        /// Where the engine keeps its data so that a restart keeps it; nil keeps it in memory.
+        /// Where the engine keeps its data so that a restart keeps it. Defaults to nil: every database is still
+        /// kept in a file, in a private temporary directory that each start makes and each stop removes (so a
+        /// restart starts empty). See ``ServerEngine/Options/dataDirectory``.
         public var dataDirectory: URL? {
             get { engineOptions.dataDirectory }
             set { engineOptions.dataDirectory = newValue }
+        }
+
+        /// Whether writes wait for the disk (`fsync`). Defaults to nil: yes with a ``dataDirectory``, no in the
+        /// private temporary directory. See ``ServerEngine/Options/synchronousWrites``.
+        public var synchronousWrites: Bool? {
+            get { engineOptions.synchronousWrites }
+            set { engineOptions.synchronousWrites = newValue }
+        }
+
+        /// With no ``dataDirectory``, keep databases in memory only (no file), as before the TestServer stored
+        /// every database in a file. Defaults to false. See ``ServerEngine/Options/inMemoryOnly``.
+        public var inMemoryOnly: Bool {
+            get { engineOptions.inMemoryOnly }
+            set { engineOptions.inMemoryOnly = newValue }
         }
 
         /// IAM API keys the token endpoint `POST /_iam/identity/token` accepts, each with the identity its
@@ -246,7 +262,8 @@ public final class TestServer: @unchecked Sendable {
 
     /// Stops the server and starts it again on the same port. The engine is closed and opened
     /// again from `dataDirectory`, so a restart keeps the data when there is a data directory and
-    /// starts empty when everything was in memory. Fault rules and request counts are kept.
+    /// starts empty without one (the private temporary directory is removed by the stop). Fault
+    /// rules and request counts are kept.
     public func restart() throws {
         let port = self.port
         stop()

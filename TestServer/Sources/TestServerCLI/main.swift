@@ -20,7 +20,8 @@ let usage = """
     Options:
       --port N              Port to listen on (default 5984; 0 picks a free port)
       --admin NAME:PASSWORD Server admin (default admin:password)
-      --data-dir DIR        Keep data in DIR so that it survives a restart (default: in memory)
+      --data-dir DIR        Keep data in DIR so that it survives a restart (default: a
+                            temporary directory, removed at exit)
       --session-timeout S   Lifetime of AuthSession cookies in seconds (default 600)
       --nodes N             Behave as a cluster of N nodes seen through one (default 1)
       --replica-lag S       On a cluster, secondary reads may lag writes by up to S seconds
@@ -135,7 +136,8 @@ for spec in faultSpecs {
 say("TestServer (CouchDB 3.5.0 compatible) listening on \(server.urlString)")
 say(
     "Admin: \(server.adminName):\(server.adminPassword)"
-        + (configuration.dataDirectory.map { ", data in \($0.path)" } ?? ", data in memory"))
+        + (configuration.dataDirectory.map { ", data in \($0.path)" }
+            ?? ", data in a temporary directory removed at exit"))
 for spec in faultSpecs {
     say("Fault: \(spec.fault) for \(spec.match), \(spec.frequency)")
 }

@@ -434,6 +434,9 @@ final class HTTPServer: @unchecked Sendable {
                 }
                 return POSIXSocket.sendAll(fd, out) && POSIXSocket.sendAll(fd, data)
             case .stream(let produce):
+                if let declared = response.headers["Content-Length"], !noBodyStatus {
+                    return sendStream(produce, length: declared, response, head: request, keepAlive: keepAlive)
+                }
                 response.headers.remove("Content-Length")
                 if isHead || noBodyStatus {
                     if !noBodyStatus { response.headers.add("Transfer-Encoding", "chunked") }
@@ -451,10 +454,37 @@ final class HTTPServer: @unchecked Sendable {
             }
         }
 
+        /// Writes a streamed body of a length known in advance (an attachment read from a file): the head with its
+        /// `Content-Length`, then the producer's chunks as they are, with no chunked framing. A producer that stops
+        /// short of that length (a read that failed after the head was sent) leaves the connection to be closed, so
+        /// the client sees a body cut short, never a shorter body taken as whole; bytes past it are not sent.
+        private func sendStream(
+            _ produce: @Sendable (any ChunkWriter) -> Void, length declared: String, _ response: ServerResponse,
+            head request: HTTPRequestHead, keepAlive: Bool
+        ) -> Bool {
+            guard let length = Int(declared), length >= 0 else {
+                var response = response
+                response.headers.remove("Content-Length")
+                return send(response, head: request, keepAlive: keepAlive)
+            }
+            let out = responseHead(response, request: request, keepAlive: keepAlive).serialized
+            guard POSIXSocket.sendAll(fd, out) else { return false }
+            if request.method == "HEAD" { return true }
+            let writer = SocketChunkWriter(fd: fd, chunked: false, length: length)
+            produce(writer)
+            return writer.isOpen && writer.isComplete
+        }
+
         /// Sends the head declaring the whole body, then half of it, and stops.
         func sendTruncated(_ response: ServerResponse, head request: HTTPRequestHead) {
             var response = response
             response.headers.remove("Transfer-Encoding")
+            if case .stream(let produce) = response.body, response.headers.contains("Content-Length") {
+                // A body of known length (an attachment): cut like a whole one.
+                let collector = CollectingChunkWriter()
+                produce(collector)
+                response.body = .data(collector.data)
+            }
             switch response.body {
             case .stream(let produce):
                 response.headers.remove("Content-Length")
@@ -502,13 +532,17 @@ final class SocketChunkWriter: ChunkWriter, @unchecked Sendable {
     private let fd: Int32
     private let chunked: Bool
     private let truncateFirstChunk: Bool
+    /// The body's declared length, when it has one: no more is sent.
+    private let length: Int?
     private let lock = NSLock()
     private var open = true
+    private var written = 0
 
-    init(fd: Int32, chunked: Bool, truncateFirstChunk: Bool = false) {
+    init(fd: Int32, chunked: Bool, truncateFirstChunk: Bool = false, length: Int? = nil) {
         self.fd = fd
         self.chunked = chunked
         self.truncateFirstChunk = truncateFirstChunk
+        self.length = length
     }
 
     var isOpen: Bool {
@@ -517,12 +551,27 @@ final class SocketChunkWriter: ChunkWriter, @unchecked Sendable {
         return open
     }
 
+    /// Whether a body of declared length was sent whole (always true without one).
+    var isComplete: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return length.map { written == $0 } ?? true
+    }
+
     @discardableResult
     func write(_ data: Data) -> Bool {
         lock.lock()
         defer { lock.unlock() }
         guard open else { return false }
         if data.isEmpty { return true }
+        if let length {
+            // Never past the declared length: what the producer sends beyond it is a fault, not body.
+            guard written + data.count <= length else {
+                open = false
+                return false
+            }
+            written += data.count
+        }
         if truncateFirstChunk {
             var out = HTTPSerializer.chunkHeader(size: data.count)
             out.append(data.prefix(max(1, data.count / 2)))

@@ -23,8 +23,19 @@ public final class ServerEngine: RequestHandler, EngineHost, @unchecked Sendable
         public var adminPassword: String = "password"
         /// Lifetime of an `AuthSession` cookie in seconds (CouchDB's `[chttpd_auth] timeout`). Defaults to 600.
         public var sessionTimeout: Int = 600
-        /// Where to keep data so that a restart keeps it; nil keeps everything in memory. Defaults to nil.
+        /// Where to keep data so that a restart keeps it. Defaults to nil: the databases live in a private temporary
+        /// directory, removed when the server is closed (or deallocated), so a restart starts empty; see
+        /// ``inMemoryOnly`` for the old memory-only engine.
         public var dataDirectory: URL? = nil
+        /// Whether a write waits for the disk (`fsync`) before it is acknowledged (CouchStore's
+        /// `CouchEngine.Options.synchronousWrites`). Defaults to nil: true with a ``dataDirectory``, false for the
+        /// private temporary directory (whose data does not outlive the server anyway). When false a crash of the
+        /// machine, not of the process, may lose acknowledged writes.
+        public var synchronousWrites: Bool? = nil
+        /// With no ``dataDirectory``: keep databases in memory only, with no file at all (bodies and attachments
+        /// in RAM), as the TestServer did before it stored every database in a file. Defaults to false. Ignored
+        /// when ``dataDirectory`` is set.
+        public var inMemoryOnly: Bool = false
         /// PBKDF2 iterations used when a `_users` document's password is hashed (CouchDB 3.5: 600000).
         /// Lower it in tests that create many users: every new password costs this many HMAC rounds.
         public var passwordIterations: Int = 600_000
@@ -48,7 +59,8 @@ public final class ServerEngine: RequestHandler, EngineHost, @unchecked Sendable
         /// ``ClusterState``). Defaults to 0: every read sees every write.
         public var replicaLag: Double = 0
 
-        /// The defaults: admin `admin`/`password`, 600 s sessions, in memory, CouchDB's 600000 PBKDF2 iterations.
+        /// The defaults: admin `admin`/`password`, 600 s sessions, a private temporary data directory without
+        /// `fsync`, CouchDB's 600000 PBKDF2 iterations.
         public init() {}
     }
 
@@ -56,6 +68,11 @@ public final class ServerEngine: RequestHandler, EngineHost, @unchecked Sendable
     public let options: Options
     /// The engine every database request goes to.
     public let store: CouchEngine
+    /// Where the databases' files are: ``Options/dataDirectory``, or the private temporary directory made when it is
+    /// nil (removed by ``close()``); nil only with ``Options/inMemoryOnly``.
+    public let storageDirectory: URL?
+    /// The private temporary directory this server made and removes, if any.
+    private let temporaryDirectory: URL?
 
     let clock = ServerClock()
     let sessions: SessionState
@@ -73,8 +90,27 @@ public final class ServerEngine: RequestHandler, EngineHost, @unchecked Sendable
     public init(options: Options = Options()) throws {
         self.options = options
         var storeOptions = CouchEngine.Options()
-        storeOptions.dataDirectory = options.dataDirectory
-        store = try CouchEngine(options: storeOptions)
+        if let directory = options.dataDirectory {
+            storeOptions.dataDirectory = directory
+            storeOptions.synchronousWrites = options.synchronousWrites ?? true
+            temporaryDirectory = nil
+        } else if options.inMemoryOnly {
+            temporaryDirectory = nil
+        } else {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "swiftcouch-testserver-\(UUID().uuidString)", isDirectory: true)
+            storeOptions.dataDirectory = directory
+            storeOptions.synchronousWrites = options.synchronousWrites ?? false
+            temporaryDirectory = directory
+            TemporaryDirectories.register(directory)
+        }
+        storageDirectory = storeOptions.dataDirectory
+        do {
+            store = try CouchEngine(options: storeOptions)
+        } catch {
+            if let temporaryDirectory { TemporaryDirectories.remove(temporaryDirectory) }
+            throw error
+        }
         cluster = ClusterState(nodes: options.nodes, replicaLag: options.replicaLag)
         node = NodeState(options: options, uuid: store.serverUUID)
         var secret = Crypto.randomBytes(32)
@@ -218,10 +254,19 @@ public final class ServerEngine: RequestHandler, EngineHost, @unchecked Sendable
         if let secretFile { try? Self.writeSecret(secret, to: secretFile) }
     }
 
-    /// Flushes anything kept in `dataDirectory` and stops background work (continuous feeds and replications end).
+    /// Flushes anything kept in `dataDirectory` and stops background work (continuous feeds and replications end);
+    /// the private temporary directory (see ``storageDirectory``) is removed.
     public func close() {
         store.close()
         node.withLock { node.cond.broadcast() }
+        if let temporaryDirectory { TemporaryDirectories.remove(temporaryDirectory) }
+    }
+
+    deinit {
+        if let temporaryDirectory {
+            store.close()
+            TemporaryDirectories.remove(temporaryDirectory)
+        }
     }
 
     /// Whether ``close()`` was called.
@@ -310,4 +355,37 @@ struct ServerContext {
 public protocol RequestHandler: Sendable {
     /// Answers one request.
     func handle(_ request: ServerRequest) -> ServerResponse
+}
+
+/// The private temporary directories of live servers, removed when their server closes or, for a server still
+/// running when the process exits (a test suite's shared server), at exit.
+private enum TemporaryDirectories {
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var live: Set<URL> = []  // only under lock
+    nonisolated(unsafe) private static var installed = false  // only under lock
+
+    static func register(_ directory: URL) {
+        lock.lock()
+        defer { lock.unlock() }
+        live.insert(directory)
+        if !installed {
+            installed = true
+            atexit { TemporaryDirectories.removeAll() }
+        }
+    }
+
+    static func remove(_ directory: URL) {
+        lock.lock()
+        live.remove(directory)
+        lock.unlock()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    private static func removeAll() {
+        lock.lock()
+        let all = live
+        live.removeAll()
+        lock.unlock()
+        for directory in all { try? FileManager.default.removeItem(at: directory) }
+    }
 }
