@@ -345,6 +345,8 @@ private final class StreamOutcomeReceiver: StreamReceiver, @unchecked Sendable {
     private var outcome = StreamOutcome()
     private var task: (any StreamingTask)?
     private var paused = false
+    /// Whether `pause()` was called on the task (the first chunk may come before the task is known).
+    private var pauseApplied = false
     private var done: (@Sendable (StreamOutcome) -> Void)?
     private let pauseOnFirstChunk: Bool
 
@@ -353,16 +355,27 @@ private final class StreamOutcomeReceiver: StreamReceiver, @unchecked Sendable {
         self.done = done
     }
 
-    func attach(_ task: any StreamingTask) { lock.withLock { self.task = task } }
+    /// The first chunk can arrive before `stream` has returned the task: the pause is then made here.
+    func attach(_ task: any StreamingTask) {
+        let pauseNow = lock.withLock { () -> Bool in
+            self.task = task
+            guard paused, !pauseApplied else { return false }
+            pauseApplied = true
+            return true
+        }
+        if pauseNow { task.pause() }
+    }
 
     func receive(head: HTTPResponse) {}
 
     func receive(chunk: Data) {
         let pause = lock.withLock { () -> (any StreamingTask)? in
-            if paused { outcome.chunksWhilePaused += 1 }
+            if pauseApplied { outcome.chunksWhilePaused += 1 }
             outcome.bytes += chunk.count
             guard pauseOnFirstChunk, !paused else { return nil }
             paused = true
+            guard let task else { return nil }
+            pauseApplied = true
             return task
         }
         pause?.pause()
