@@ -581,7 +581,7 @@ final class Database: @unchecked Sendable {
 
     func putLocal(id: String, doc: LocalDoc?) throws(CouchError) {
         if let doc {
-            try appendRecord(["op": "local", "id": .string(id), "rev": .int(Int64(doc.rev)), "b": doc.body])
+            try appendRecord(Self.localRecord(id: id, doc))
         } else {
             try appendRecord(["op": "localdel", "id": .string(id)])
         }
@@ -721,14 +721,6 @@ final class Database: @unchecked Sendable {
                     target.append(.json, Array(JSON.object([("op", "forget"), ("id", .string(id))]).serialized.utf8))
                     written[id] = nil
                 }
-                for (id, doc) in local {
-                    target.append(
-                        .json,
-                        Array(
-                            JSON.object([
-                                ("op", "local"), ("id", .string(id)), ("rev", .int(Int64(doc.rev))), ("b", doc.body),
-                            ]).serialized.utf8))
-                }
                 for record in stateRecords { target.append(.json, Array(record.serialized.utf8)) }
                 try target.sync()
                 try target.rename(to: url)
@@ -818,13 +810,9 @@ final class Database: @unchecked Sendable {
     /// A database whose index is `snapshot` (its file not attached yet).
     static func restoring(_ snapshot: IndexSnapshot) -> Database? {
         let head = snapshot.head
-        guard let name = head["name"]?.stringValue, let fileID = head["file"]?.stringValue else { return nil }
-        let db = Database(
-            name: name, instanceStartTime: Int(head["created"]?.intValue ?? 0),
-            partitioned: head["partitioned"]?.boolValue ?? false, q: Int(head["q"]?.intValue ?? 2),
-            n: Int(head["n"]?.intValue ?? 1))
-        guard snapshot.shardLogs.count == db.shardLogs.count else { return nil }
-        db.fileID = fileID
+        guard head["file"]?.stringValue != nil, let db = described(by: head),
+            snapshot.shardLogs.count == db.shardLogs.count
+        else { return nil }
         db.updateSeq = Int(head["update_seq"]?.intValue ?? 0)
         db.purgeSeq = Int(head["purge_seq"]?.intValue ?? 0)
         db.docCount = Int(head["doc_count"]?.intValue ?? 0)
@@ -861,9 +849,15 @@ final class Database: @unchecked Sendable {
         }
     }
 
-    /// What a compacted file records besides documents: sequences, shard logs, settings (lock held).
+    /// The record of a `_local` document.
+    static func localRecord(id: String, _ doc: LocalDoc) -> JSON {
+        ["op": "local", "id": .string(id), "rev": .int(Int64(doc.rev)), "b": doc.body]
+    }
+
+    /// What a compacted file records besides documents: `_local` documents, sequences, shard logs,
+    /// settings (lock held).
     var stateRecords: [JSON] {
-        [
+        local.map { Self.localRecord(id: $0.key, $0.value) } + [
             [
                 "op": "state", "update_seq": .int(Int64(updateSeq)), "purge_seq": .int(Int64(purgeSeq)),
                 "shards": .array(shardLogs.map { .array($0.map { .int(Int64($0)) }) }),

@@ -58,6 +58,18 @@ struct DataDirectory {
 }
 
 extension Database {
+    /// An empty database as a database record (or an index snapshot's head) describes it: name,
+    /// creation time, partitioning, shards and copies, and the file's identity when it names one.
+    static func described(by meta: JSON) -> Database? {
+        guard let name = meta["name"]?.stringValue else { return nil }
+        let db = Database(
+            name: name, instanceStartTime: Int(meta["created"]?.intValue ?? 0),
+            partitioned: meta["partitioned"]?.boolValue ?? false, q: Int(meta["q"]?.intValue ?? 2),
+            n: Int(meta["n"]?.intValue ?? 1))
+        if let id = meta["file"]?.stringValue { db.fileID = id }
+        return db
+    }
+
     /// Creates a database and its file (which must not exist yet).
     static func create(
         at url: URL, name: String, instanceStartTime: Int, partitioned: Bool, q: Int, n: Int,
@@ -88,15 +100,11 @@ extension Database {
                 return
             }
             guard kind == .json, let meta = try? JSON.parse(payload), meta["op"]?.stringValue == "meta",
-                let name = meta["name"]?.stringValue
+                let described = Database.described(by: meta)
             else {
                 throw StoreFileError(description: "\(url.lastPathComponent) does not begin with a database record")
             }
-            db = Database(
-                name: name, instanceStartTime: Int(meta["created"]?.intValue ?? 0),
-                partitioned: meta["partitioned"]?.boolValue ?? false, q: Int(meta["q"]?.intValue ?? 2),
-                n: Int(meta["n"]?.intValue ?? 1))
-            if let id = meta["file"]?.stringValue { db?.fileID = id }
+            db = described
             db?.file = file
         }
         guard let db else {
@@ -141,13 +149,6 @@ extension Database {
         for id in docs.ids {
             if let entry = docs[id] { _ = storeTree(entry, in: target, blobs: &newBlobs) }
         }
-        for (id, doc) in local {
-            target.append(
-                .json,
-                Array(
-                    JSON.object([("op", "local"), ("id", .string(id)), ("rev", .int(Int64(doc.rev))), ("b", doc.body)])
-                        .serialized.utf8))
-        }
         for record in stateRecords { target.append(.json, Array(record.serialized.utf8)) }
     }
 }
@@ -156,13 +157,8 @@ extension Database {
 enum LegacyLog {
     static func convert(_ url: URL, to newURL: URL) throws {
         let records = self.records(at: url)
-        guard let meta = records.first, meta["op"]?.stringValue == "meta", let name = meta["name"]?.stringValue else {
-            return
-        }
-        let db = Database(
-            name: name, instanceStartTime: Int(meta["created"]?.intValue ?? 0),
-            partitioned: meta["partitioned"]?.boolValue ?? false, q: Int(meta["q"]?.intValue ?? 2),
-            n: Int(meta["n"]?.intValue ?? 1))
+        guard let meta = records.first, meta["op"]?.stringValue == "meta", let db = Database.described(by: meta)
+        else { return }
         var blobs: [String: Data] = [:]
         for record in records.dropFirst() { db.replay(record, blobs: &blobs) }
         try? FileManager.default.removeItem(at: newURL)
