@@ -62,7 +62,7 @@ let package = Package(
         .testTarget(
             name: "CouchTestServerTests",
             dependencies: ["CouchTestServer", "CouchStore", "CouchQuery", "HTTPWire", "CouchGzip"],
-            path: "Tests/CouchTestServerTests"),
+            path: "Tests/CouchTestServerTests", exclude: ["Fixtures"]),
         // The Swift snippets of README.md and the DocC articles, compiled (never run).
         .testTarget(
             name: "DocumentationSnippetTests", dependencies: ["SwiftCouch", "SwiftCouchTesting", "SwiftCouchStore"],
