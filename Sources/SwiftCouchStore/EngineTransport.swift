@@ -157,7 +157,9 @@ struct EngineTransport: Transport {
                 CouchError(kind: .transport, message: "The request's body stream was already read; it cannot be sent."))
         }
         let segments = request.path.split(separator: "/").map { $0.removingPercentEncoding ?? String($0) }
-        if ServerRequest.streamsBody(method: request.method.rawValue, pathSegments: segments) {
+        if ServerRequest.streamsBody(
+            method: request.method.rawValue, pathSegments: segments, contentType: request.headers["Content-Type"])
+        {
             return .success((Data(), InputStreamBodySource(stream, length: streamed.length)))
         }
         stream.open()

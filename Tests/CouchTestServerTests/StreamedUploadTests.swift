@@ -284,6 +284,171 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
     }
 }
 
+/// A `multipart/related` document upload (what CouchDB's replicator sends) whose body is a stream: the JSON part is
+/// read whole, each attachment part written to the file as it is read (a gzip-encoded one decoded on the way).
+@Suite struct StreamedMultipartTests {
+    private func payload(_ count: Int) -> Data {
+        var generator = SystemRandomNumberGenerator()
+        var bytes = [UInt8](repeating: 0, count: count)
+        for i in stride(from: 0, to: count, by: 8) {
+            let value = generator.next() as UInt64
+            for k in 0..<min(8, count - i) { bytes[i + k] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(k))) }
+        }
+        return Data(bytes)
+    }
+
+    private func digest(_ data: Data) -> String { "md5-" + Crypto.md5(data).base64EncodedString() }
+
+    private func fileSize(_ dir: URL, _ db: String) -> Int {
+        let url = DataDirectory(root: dir).fileURL(for: db)
+        return (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int) ?? -1
+    }
+
+    /// The body CouchDB's replicator sends: the document with `follows` stubs, then one part per attachment.
+    private func multipart(_ doc: JSON, _ parts: [(name: String, type: String, bytes: Data, gzip: Bool)]) -> Data {
+        var body = Data("--B1\r\nContent-Type: application/json\r\n\r\n".utf8)
+        body += doc.data
+        for part in parts {
+            var head = "\r\n--B1\r\nContent-Disposition: attachment; filename=\"\(part.name)\"\r\n"
+            head += "Content-Type: \(part.type)\r\n"
+            if part.gzip { head += "Content-Encoding: gzip\r\n" }
+            head += "Content-Length: \(part.bytes.count)\r\n\r\n"
+            body += Data(head.utf8) + part.bytes
+        }
+        body += Data("\r\n--B1--".utf8)
+        return body
+    }
+
+    private func put(_ engine: ServerEngine, _ path: String, _ body: Data, streamed: Bool, source: PieceSource? = nil)
+        -> EngineReply
+    {
+        let type = [("Content-Type", "multipart/related; boundary=\"B1\"")]
+        guard streamed else { return engine.send("PUT", path, body: body, headers: type) }
+        var headers = HTTPHeaders()
+        headers.add("Host", "127.0.0.1:5984")
+        headers.add("Authorization", "Basic " + Data("admin:password".utf8).base64EncodedString())
+        headers.add(type[0].0, type[0].1)
+        let parts = path.split(separator: "?", maxSplits: 1)
+        var request = ServerRequest(
+            method: "PUT", rawPath: String(parts[0]), rawQuery: parts.count > 1 ? String(parts[1]) : nil,
+            headers: headers, body: Data())
+        request.bodySource = source ?? PieceSource(body, piece: 70_000, declared: true)
+        let response = engine.handle(request)
+        var data = Data()
+        if case .data(let d) = response.body { data = d }
+        return EngineReply(status: response.status, headers: response.headers, data: data)
+    }
+
+    @Test func aReplicatedMultipartDocumentIsWrittenAsItArrives() throws {
+        let dir = makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let engine = try ServerEngine(options: testOptions(dir))
+        defer { engine.close() }
+        engine.send("PUT", "/db")
+        let big = payload(3 * StoreFile.blobChunkSize + 1_234)
+        var text = ""
+        while text.utf8.count < 600_000 { text += "line \(text.utf8.count) of a replicated text attachment\n" }
+        let plain = Data(text.utf8)
+        let gz = ZlibCompatibleGzip.compress(plain)
+        func doc(_ id: String) -> JSON {
+            [
+                "_id": .string(id), "_rev": "2-7051cbe5c8faecd085a3fa619e6e6337", "n": 1,
+                "_revisions": [
+                    "start": 2, "ids": ["7051cbe5c8faecd085a3fa619e6e6337", "967a00dff5e02add41819138abb3284d"],
+                ],
+                "_attachments": [
+                    "big.bin": [
+                        "content_type": "application/octet-stream", "revpos": 1, "digest": .string(digest(big)),
+                        "length": .int(Int64(big.count)), "follows": true,
+                    ],
+                    "t.txt": [
+                        "content_type": "text/plain", "revpos": 2, "digest": .string(digest(gz)),
+                        "length": .int(Int64(plain.count)), "encoding": "gzip",
+                        "encoded_length": .int(Int64(gz.count)), "follows": true,
+                    ],
+                ],
+            ]
+        }
+        func body(_ id: String) -> Data {
+            multipart(
+                doc(id),
+                [("big.bin", "application/octet-stream", big, false), ("t.txt", "text/plain", gz, true)])
+        }
+        let before = fileSize(dir, "db")
+        var onDiskMidway = 0
+        let whole = body("s")
+        let source = PieceSource(whole, piece: 70_000, declared: true) { offset in
+            if offset >= 5 * StoreFile.blobChunkSize / 2, onDiskMidway == 0 {
+                onDiskMidway = fileSize(dir, "db") - before
+            }
+        }
+        let streamed = put(engine, "/db/s?new_edits=false", whole, streamed: true, source: source)
+        #expect(streamed.status == 201, "\(streamed.text)")
+        #expect(onDiskMidway >= 2 * StoreFile.blobChunkSize, "only \(onDiskMidway) bytes in the file midway")
+        // The same body read whole: the same attachments.
+        #expect(put(engine, "/db/w?new_edits=false", body("w"), streamed: false).status == 201)
+        let s = engine.send("GET", "/db/s?att_encoding_info=true").json["_attachments"]
+        let w = engine.send("GET", "/db/w?att_encoding_info=true").json["_attachments"]
+        #expect(s?["big.bin"]?["digest"]?.stringValue == digest(big))
+        #expect(s?["t.txt"]?["digest"]?.stringValue == digest(gz))
+        #expect(s?["t.txt"]?["length"]?.intValue == Int64(plain.count))
+        #expect(s?["t.txt"]?["revpos"]?.intValue == 2)
+        #expect(s?["big.bin"]?["revpos"]?.intValue == 1)
+        #expect(s == w)
+        #expect(Crypto.md5(engine.send("GET", "/db/s/big.bin").data) == Crypto.md5(big))
+        #expect(engine.send("GET", "/db/s/t.txt").data == plain)
+        engine.close()
+        let reopened = try ServerEngine(options: testOptions(dir))
+        defer { reopened.close() }
+        #expect(Crypto.md5(reopened.send("GET", "/db/s/big.bin").data) == Crypto.md5(big))
+        #expect(reopened.send("GET", "/db/s/t.txt").data == plain)
+        #expect(reopened.send("GET", "/db/s").json["_attachments"]?["t.txt"]?["digest"]?.stringValue == digest(gz))
+    }
+
+    @Test func aWrongDigestOrACutOffBodyWritesNothing() throws {
+        let dir = makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let engine = try ServerEngine(options: testOptions(dir))
+        defer { engine.close() }
+        engine.send("PUT", "/db")
+        let big = payload(2 * StoreFile.blobChunkSize + 10)
+        let wrong: JSON = [
+            "_id": "x",
+            "_attachments": [
+                "big.bin": [
+                    "content_type": "application/octet-stream", "digest": .string(digest(Data("other".utf8))),
+                    "length": .int(Int64(big.count)), "follows": true,
+                ]
+            ],
+        ]
+        let size = fileSize(dir, "db")
+        let body = multipart(wrong, [("big.bin", "application/octet-stream", big, false)])
+        let mismatch = put(engine, "/db/x", body, streamed: true)
+        #expect(mismatch.status == 400)
+        #expect(mismatch.json["error"] == "content_md5_mismatch")
+        #expect(engine.send("GET", "/db/x").status == 404)
+        #expect(fileSize(dir, "db") == size)
+        let right = wrong.setting(
+            "_attachments",
+            [
+                "big.bin": [
+                    "content_type": "application/octet-stream", "length": .int(Int64(big.count)), "follows": true,
+                ]
+            ])
+        let cut = put(
+            engine, "/db/x", multipart(right, [("big.bin", "application/octet-stream", big, false)]), streamed: true,
+            source: PieceSource(body, failAfter: StoreFile.blobChunkSize + 5))
+        #expect(cut.status == 400)
+        #expect(engine.send("GET", "/db/x").status == 404)
+        #expect(fileSize(dir, "db") == size)
+        #expect(
+            put(
+                engine, "/db/x", multipart(right, [("big.bin", "application/octet-stream", big, false)]), streamed: true
+            ).status == 201)
+        #expect(Crypto.md5(engine.send("GET", "/db/x/big.bin").data) == Crypto.md5(big))
+    }
+}
+
 /// Uploads through the TestServer's HTTP server: the body is read from the socket as the engine writes it.
 @Suite struct StreamedUploadHTTPTests {
     private func headers(_ extra: [(String, String)] = []) -> HTTPHeaders {
@@ -364,6 +529,34 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
             let bytes = try connection.request(method: "GET", target: "/db/\(id)/file.bin", headers: headers()).body
             #expect(Crypto.md5(bytes) == Crypto.md5(data))
         }
+    }
+
+    @Test func aMultipartDocumentUploadIsStreamedAndKeepsTheConnection() throws {
+        let server = try TestServer.start(TestServer.Configuration(passwordIterations: 10))
+        defer { server.stop() }
+        let connection = try RawHTTPConnection(port: server.port, timeout: 10)
+        #expect(try connection.request(method: "PUT", target: "/db", headers: headers()).status == 201)
+        let data = payload(3 << 20)
+        let doc: JSON = [
+            "_id": "m", "n": 1,
+            "_attachments": [
+                "big.bin": [
+                    "content_type": "application/octet-stream", "length": .int(Int64(data.count)), "follows": true,
+                ]
+            ],
+        ]
+        var body = Data("--B1\r\nContent-Type: application/json\r\n\r\n".utf8) + doc.data
+        body += Data("\r\n--B1\r\nContent-Disposition: attachment; filename=\"big.bin\"\r\n\r\n".utf8) + data
+        body += Data("\r\n--B1--\r\n".utf8)
+        let put = try connection.request(
+            method: "PUT", target: "/db/m", headers: headers([("Content-Type", "multipart/related; boundary=\"B1\"")]),
+            body: body)
+        #expect(put.status == 201, "\(put.text)")
+        let fetched = try JSON.parse(try connection.request(method: "GET", target: "/db/m", headers: headers()).body)
+        #expect(fetched["n"] == 1)
+        #expect(fetched["_attachments"]?["big.bin"]?["digest"]?.stringValue == digest(data))
+        let bytes = try connection.request(method: "GET", target: "/db/m/big.bin", headers: headers()).body
+        #expect(Crypto.md5(bytes) == Crypto.md5(data))
     }
 
     @Test func anEarlyAnswerReadsTheRestOfTheBodyAndKeepsTheConnection() throws {

@@ -10,8 +10,9 @@ enum AttachmentInput {
     case data(name: String, contentType: String, data: Data, revpos: Int? = nil, encoded: Data? = nil)
     /// An attachment carried over unchanged (standalone PUT/DELETE of another attachment).
     case keep(Attachment)
-    /// New bytes already written to the database's file (a streamed upload): the new revision's attachment.
-    case uploaded(Attachment)
+    /// New bytes already written to the database's file (a streamed upload): the new revision's attachment, with the
+    /// sender's `revpos` (kept by replicated writes).
+    case uploaded(Attachment, revpos: Int? = nil)
 }
 
 /// One database: documents with revision trees, the by-sequence index, `_local` docs, `_security`.
@@ -473,8 +474,8 @@ final class Database: @unchecked Sendable {
             switch input {
             case .keep(let att):
                 out.append(att)
-            case .uploaded(var att):
-                att.revpos = newPos
+            case .uploaded(var att, let revpos):
+                att.revpos = sendersRevpos ? revpos ?? 0 : newPos
                 out.append(att)
             case .data(let name, let contentType, let data, let revpos, let encoded):
                 out.append(

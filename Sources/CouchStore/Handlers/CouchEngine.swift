@@ -208,8 +208,11 @@ public final class CouchEngine: @unchecked Sendable {
         if isClosed { return Reply.error(CouchError.shuttingDown) }
         var request = request
         let segments = request.pathSegments
-        if request.bodySource != nil, !ServerRequest.streamsBody(method: request.method, pathSegments: segments) {
-            // Only an attachment upload reads its body as it goes.
+        if request.bodySource != nil,
+            !ServerRequest.streamsBody(
+                method: request.method, pathSegments: segments, contentType: request.headers["Content-Type"])
+        {
+            // Only an attachment upload (standalone or multipart) reads its body as it goes.
             do throws(CouchError) {
                 try request.readWholeBody()
             } catch {

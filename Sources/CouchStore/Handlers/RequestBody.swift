@@ -41,11 +41,17 @@ public final class DataBodySource: RequestBodySource, @unchecked Sendable {
 
 extension ServerRequest {
     /// Whether the engine reads this request's body as a stream (``bodySource``) rather than whole: a standalone
-    /// attachment upload (`PUT /db/doc/name`, `PUT /db/_design/ddoc/name`). A server may leave every other body
-    /// whole; the engine reads a source it gets for any other request whole before answering.
-    public static func streamsBody(method: String, pathSegments segments: [String]) -> Bool {
-        guard method == "PUT", segments.count >= 3, !segments[0].hasPrefix("_") else { return false }
-        if segments[1] == "_design" { return segments.count >= 4 && !segments[3].hasPrefix("_") }
+    /// attachment upload (`PUT /db/doc/name`, `PUT /db/_design/ddoc/name`) and a `multipart/related` document upload
+    /// (`PUT /db/doc`, what CouchDB's replicator sends documents with attachments as). A server may leave every other
+    /// body whole; the engine reads a source it gets for any other request whole before answering.
+    public static func streamsBody(method: String, pathSegments segments: [String], contentType: String?) -> Bool {
+        guard method == "PUT", segments.count >= 2, !segments[0].hasPrefix("_") else { return false }
+        let design = segments[1] == "_design"
+        if design ? segments.count == 3 : segments.count == 2 {
+            let multipart = (contentType ?? "").lowercased().hasPrefix("multipart/related")
+            return multipart && (design || !segments[1].hasPrefix("_"))
+        }
+        if design { return segments.count >= 4 && !segments[3].hasPrefix("_") }
         return !segments[1].hasPrefix("_")
     }
 

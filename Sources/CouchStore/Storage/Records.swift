@@ -81,6 +81,7 @@ enum DocumentRecord {
                 }
                 if case .stored(let blob) = att.received {
                     a += [("eck", .array(blob.chunks.map { .int($0) })), ("elen", .int(Int64(blob.length)))]
+                    if let tag = blob.tag { a.append(("etg", .string(tag))) }
                 }
                 return .object(a)
             }
@@ -119,8 +120,9 @@ enum DocumentRecord {
                 if let encodedChunks = a["eck"]?.arrayValue, let encodedLength = a["elen"]?.intValue, encodedLength >= 0
                 {
                     att.received = .stored(
-                        StoredBlob(file: file, chunks: encodedChunks.compactMap(\.intValue), length: Int(encodedLength))
-                    )
+                        StoredBlob(
+                            file: file, chunks: encodedChunks.compactMap(\.intValue), length: Int(encodedLength),
+                            tag: a["etg"]?.stringValue))
                 }
                 return att
             }

@@ -279,7 +279,10 @@ public final class TestServer: @unchecked Sendable {
         options.idleTimeout = configuration.keepAliveIdleTimeout
         if configuration.handler == nil {
             // The engine writes an attachment upload to its file as it reads it (a custom handler gets bodies whole).
-            options.streamsBody = { ServerRequest.streamsBody(method: $0.method, pathSegments: $0.pathSegments) }
+            options.streamsBody = {
+                ServerRequest.streamsBody(
+                    method: $0.method, pathSegments: $0.pathSegments, contentType: $0.headers["Content-Type"])
+            }
         }
         let http: HTTPServer
         do {
