@@ -405,6 +405,37 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
         #expect(reopened.send("GET", "/db/s").json["_attachments"]?["t.txt"]?["digest"]?.stringValue == digest(gz))
     }
 
+    @Test func aPartOfAnotherLengthThanItsStubIsRefusedAsCouchDBRefusesIt() throws {
+        // couch_att:write_streamed_attachment: "attachment shorter than expected" / "attachment longer than expected".
+        let engine = try ServerEngine(options: testOptions(makeTemporaryDirectory()))
+        defer { engine.close() }
+        engine.send("PUT", "/db")
+        let bytes = payload(StoreFile.blobChunkSize + 3)
+        for streamed in [true, false] {
+            for (declared, reason) in [
+                (bytes.count + 1, "attachment shorter than expected"),
+                (bytes.count - 1, "attachment longer than expected"),
+            ] {
+                let doc: JSON = [
+                    "_id": "l",
+                    "_attachments": [
+                        "a.bin": [
+                            "content_type": "application/octet-stream", "length": .int(Int64(declared)),
+                            "follows": true,
+                        ]
+                    ],
+                ]
+                let put = put(
+                    engine, "/db/l", multipart(doc, [("a.bin", "application/octet-stream", bytes, false)]),
+                    streamed: streamed)
+                #expect(put.status == 400)
+                #expect(put.json["error"] == "bad_request")
+                #expect(put.json["reason"]?.stringValue == reason)
+                #expect(engine.send("GET", "/db/l").status == 404)
+            }
+        }
+    }
+
     @Test func aWrongDigestOrACutOffBodyWritesNothing() throws {
         let dir = makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }

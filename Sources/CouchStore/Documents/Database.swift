@@ -476,6 +476,12 @@ final class Database: @unchecked Sendable {
                 out.append(att)
             case .uploaded(var att, let revpos):
                 att.revpos = sendersRevpos ? revpos ?? 0 : newPos
+                if att.received == nil, case .stored(let blob) = att.bytes, let stored = blobs[att.digest],
+                    stored.file === blob.file, stored.length == att.length
+                {
+                    // Stored once by digest: the upload's own chunks are left unreferenced (garbage for compaction).
+                    att.bytes = .stored(stored)
+                }
                 out.append(att)
             case .data(let name, let contentType, let data, let revpos, let encoded):
                 out.append(

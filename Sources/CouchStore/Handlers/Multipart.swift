@@ -72,6 +72,16 @@ enum MIME {
         return parts
     }
 
+    /// As CouchDB's `couch_att:write_streamed_attachment`: a following attachment whose stub gives its length
+    /// (`encoded_length` for a gzip-encoded one, else `length`) must arrive with exactly that many bytes.
+    static func checkLength(_ received: Int, _ spec: JSON) throws(CouchError) {
+        let declared =
+            spec["encoding"]?.stringValue == "gzip" ? spec["encoded_length"] ?? spec["length"] : spec["length"]
+        guard let expected = declared?.intValue else { return }
+        if received < expected { throw CouchError.badRequest("attachment shorter than expected") }
+        if received > expected { throw CouchError.badRequest("attachment longer than expected") }
+    }
+
     /// The filename of a `Content-Disposition: attachment; filename="x"` header.
     static func filename(_ part: MIMEPart) -> String? {
         guard let disposition = part.headers["Content-Disposition"] else { return nil }
@@ -113,6 +123,7 @@ extension CouchEngine {
             let index = remaining.firstIndex { MIME.filename($0) == name } ?? remaining.indices.first
             guard let index else { throw CouchError.badRequest("Missing attachment data for \(name)") }
             let part = remaining.remove(at: index)
+            try MIME.checkLength(part.body.count, spec)
             if let digest = spec["digest"]?.stringValue, digest.hasPrefix("md5-"),
                 Data(base64Encoded: String(digest.dropFirst(4))) != Crypto.md5(part.body)
             {
@@ -201,6 +212,7 @@ extension CouchEngine {
                         throw CouchError.badRequest("Attachment \(name) is not properly gzipped.")
                     }
                 }
+                try MIME.checkLength(encodedWriter?.length ?? writer.length, spec)
                 let received = encodedWriter?.identityDigest ?? writer.identityDigest
                 if let digest = spec["digest"]?.stringValue, digest.hasPrefix("md5-"), digest != received {
                     throw CouchError(400, "content_md5_mismatch", "Possible message corruption.")
