@@ -590,6 +590,22 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
         #expect(Crypto.md5(bytes) == Crypto.md5(data))
     }
 
+    @Test func anUploadAnsweredAfterInterimResponsesIsStoredWhole() throws {
+        // The `.interim` fault runs the handler only after its 102 responses: the body is still there to read.
+        let server = try TestServer.start(TestServer.Configuration(passwordIterations: 10))
+        defer { server.stop() }
+        let connection = try RawHTTPConnection(port: server.port, timeout: 10)
+        #expect(try connection.request(method: "PUT", target: "/db", headers: headers()).status == 201)
+        server.faults.failNext(
+            with: .interim(seconds: 0.01, count: 2), matching: .path("/db/a/file.bin", method: "PUT"))
+        let data = payload(3 << 20 / 2)
+        let put = try connection.request(method: "PUT", target: "/db/a/file.bin", headers: headers(), body: data)
+        #expect(put.status == 201)
+        #expect(put.interim.count == 2)
+        let bytes = try connection.request(method: "GET", target: "/db/a/file.bin", headers: headers()).body
+        #expect(Crypto.md5(bytes) == Crypto.md5(data))
+    }
+
     @Test func anEarlyAnswerReadsTheRestOfTheBodyAndKeepsTheConnection() throws {
         let server = try TestServer.start(TestServer.Configuration(passwordIterations: 10))
         defer { server.stop() }

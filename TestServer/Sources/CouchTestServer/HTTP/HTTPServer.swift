@@ -349,6 +349,13 @@ final class HTTPServer: @unchecked Sendable {
             request.bodySource = source
             request.maximumBodySize = server.options.maxBodySize
             let reply = server.dispatch(request)
+            if case .raw = reply {
+                // A reply that writes itself may run the handler only now (interim responses first).
+                let keep = answer(reply, head: head)
+                let whole = source.drain()
+                decoder = source.takeDecoder()
+                return keep && whole
+            }
             let whole = source.drain()
             decoder = source.takeDecoder()
             guard whole else {
@@ -560,6 +567,9 @@ final class ConnectionBodySource: RequestBodySource, @unchecked Sendable {
     private var leftover = Data()
     private var ended = false
     private var failure: (any Error)?
+    /// Set once the decoder went back to the connection: a handler that runs later (a reply that answers in its own
+    /// way) finds the body gone, never an empty one.
+    private var returned = false
 
     /// Why a streamed body could not be read whole.
     struct Failure: Error, CustomStringConvertible {
@@ -580,6 +590,7 @@ final class ConnectionBodySource: RequestBodySource, @unchecked Sendable {
     func read(upTo maximum: Int) throws -> Data? {
         lock.lock()
         defer { lock.unlock() }
+        if returned { throw Failure(description: "the body was read and dropped before the request was answered") }
         guard maximum > 0 else { return Data() }
         while leftover.isEmpty {
             if let failure { throw failure }
@@ -629,6 +640,7 @@ final class ConnectionBodySource: RequestBodySource, @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         POSIXSocket.setReceiveTimeout(fd, seconds: 0)
+        returned = true
         return decoder
     }
 }
