@@ -17,28 +17,6 @@ public protocol RequestBodySource: AnyObject, Sendable {
     func read(upTo maximum: Int) throws -> Data?
 }
 
-/// A body source over bytes already in memory (tests, and callers with a small body).
-public final class DataBodySource: RequestBodySource, @unchecked Sendable {
-    // @unchecked Sendable: `offset` is guarded by `lock`.
-    private let data: Data
-    private let lock = NSLock()
-    private var offset = 0
-
-    /// A source that gives `data`, declaring its length.
-    public init(_ data: Data) { self.data = data }
-
-    public var declaredLength: Int? { data.count }
-
-    public func read(upTo maximum: Int) throws -> Data? {
-        lock.lock()
-        defer { lock.unlock() }
-        guard offset < data.count, maximum > 0 else { return nil }
-        let end = min(offset + maximum, data.count)
-        defer { offset = end }
-        return data.subdata(in: (data.startIndex + offset)..<(data.startIndex + end))
-    }
-}
-
 extension ServerRequest {
     /// Whether the engine reads this request's body as a stream (``bodySource``) rather than whole: a standalone
     /// attachment upload (`PUT /db/doc/name`, `PUT /db/_design/ddoc/name`) and a `multipart/related` document upload
