@@ -14,7 +14,7 @@ public struct ServerRequest: Sendable {
     public var body: Data
     /// The body still to be read, when the server hands it over as a stream instead of whole (then ``body`` is
     /// empty): a standalone attachment upload is written to the database's file as it is read (see
-    /// ``streamsBody(method:pathSegments:)``); any other request's is read whole first. Nil by default.
+    /// ``streamsBody(method:pathSegments:contentType:)``); any other request's is read whole first. Nil by default.
     public var bodySource: (any RequestBodySource)?
     /// The largest body the server accepts (its `maxRequestBodySize`, CouchDB's `max_http_request_size`): a
     /// `Content-Encoding: gzip` body is refused 413 `too_large` as soon as it inflates past it. Defaults to
