@@ -30,16 +30,18 @@ final class EngineConnection: Sendable {
         }
     }
 
-    /// Answers one request (blocking: call it on `queue`).
-    func handle(_ request: HTTPRequest, body: Data) -> ServerResponse {
+    /// Answers one request (blocking: call it on `queue`); `source`, when given, is the body the engine reads as it
+    /// goes (an attachment upload from a file), `body` is empty then.
+    func handle(_ request: HTTPRequest, body: Data, source: (any RequestBodySource)? = nil) -> ServerResponse {
         var headers = request.headers
         headers.remove("Authorization")
         headers.remove("Cookie")
         // Bodies stay as the engine keeps them: nothing to gain from compressing in process.
         headers.remove("Accept-Encoding")
-        let serverRequest = ServerRequest(
+        var serverRequest = ServerRequest(
             method: request.method.rawValue, rawPath: request.path, rawQuery: request.query, headers: headers,
             body: body)
+        serverRequest.bodySource = source
         return engine.handle(serverRequest, user: .admin)
     }
 
@@ -68,11 +70,12 @@ struct EngineTransport: Transport {
         connection.queue.async { [connection] in
             guard !call.isCancelled else { return }
             let body: Data
+            var source: (any RequestBodySource)?
             switch Self.requestBody(request) {
-            case .success(let data): body = data
+            case .success(let (data, streamed)): (body, source) = (data, streamed)
             case .failure(let error): return call.finish(.failure(error))
             }
-            let response = connection.handle(request, body: body)
+            let response = connection.handle(request, body: body, source: source)
             var data = Data()
             switch response.body {
             case .empty: break
@@ -105,11 +108,12 @@ struct EngineTransport: Transport {
         connection.queue.async { [connection] in
             guard !call.isCancelled else { return }
             let body: Data
+            var source: (any RequestBodySource)?
             switch Self.requestBody(request) {
-            case .success(let data): body = data
+            case .success(let (data, streamed)): (body, source) = (data, streamed)
             case .failure(let error): return call.finish(.failure(error))
             }
-            let response = connection.handle(request, body: body)
+            let response = connection.handle(request, body: body, source: source)
             guard call.waitWhilePaused() else { return }
             receiver.receive(head: HTTPResponse(statusCode: response.status, headers: response.headers))
             switch response.body {
@@ -142,14 +146,21 @@ struct EngineTransport: Transport {
     /// The size of the pieces a whole body is streamed in.
     static let pieceSize = 256 * 1024
 
-    /// The request's body: in memory, or read from its file or stream (the engine takes a
-    /// request's body whole).
-    static func requestBody(_ request: HTTPRequest) -> Result<Data, any Error> {
-        if let body = request.body { return .success(body) }
-        guard let streamed = request.streamedBody else { return .success(Data()) }
+    /// The request's body: in memory, or read from its file or stream. An attachment upload's file or stream is
+    /// handed to the engine as a body source, read as the engine writes it to the database's file; any other
+    /// request's body is read whole here.
+    static func requestBody(_ request: HTTPRequest) -> Result<(Data, (any RequestBodySource)?), any Error> {
+        if let body = request.body { return .success((body, nil)) }
+        guard let streamed = request.streamedBody else { return .success((Data(), nil)) }
         guard let stream = streamed.makeInputStream() else {
             return .failure(
                 CouchError(kind: .transport, message: "The request's body stream was already read; it cannot be sent."))
+        }
+        let segments = request.path.split(separator: "/").map { $0.removingPercentEncoding ?? String($0) }
+        if ServerRequest.streamsBody(
+            method: request.method.rawValue, pathSegments: segments, contentType: request.headers["Content-Type"])
+        {
+            return .success((Data(), InputStreamBodySource(stream, length: streamed.length)))
         }
         stream.open()
         defer { stream.close() }
@@ -167,7 +178,7 @@ struct EngineTransport: Transport {
             if count == 0 { break }
             data.append(contentsOf: buffer[0..<count])
         }
-        return .success(data)
+        return .success((data, nil))
     }
 
     /// The error for a streamed body that ended short of its `Content-Length` (a stored attachment whose chunk
@@ -190,6 +201,61 @@ struct EngineTransport: Transport {
                     "The response body (at least \(size) bytes) exceeds the limit of \(limit) bytes"
                     + " (Configuration.maximumResponseBodySize)."
             ])
+    }
+}
+
+/// A request body read from an `InputStream` (a file being uploaded) as the engine asks for it, which must deliver
+/// exactly its declared length: a stream that ends short of it, or goes past it, is an error the engine answers
+/// without writing anything.
+final class InputStreamBodySource: RequestBodySource, @unchecked Sendable {
+    // @unchecked Sendable: every member is touched only under `lock`.
+    private let stream: InputStream
+    let declaredLength: Int?
+    private let lock = NSLock()
+    private var buffer = [UInt8](repeating: 0, count: 256 * 1024)
+    private var received = 0
+    private var opened = false
+    private var done = false
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    init(_ stream: InputStream, length: Int64) {
+        self.stream = stream
+        self.declaredLength = length >= 0 ? Int(length) : nil
+    }
+
+    deinit {
+        if opened { stream.close() }
+    }
+
+    func read(upTo maximum: Int) throws -> Data? {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !done else { return nil }
+        if !opened {
+            stream.open()
+            opened = true
+        }
+        let count = stream.read(&buffer, maxLength: min(max(maximum, 1), buffer.count))
+        if count < 0 {
+            done = true
+            throw Failure(description: "reading the body failed: \(stream.streamError.map { "\($0)" } ?? "")")
+        }
+        if count == 0 {
+            done = true
+            if let declaredLength, received < declaredLength {
+                throw Failure(description: "the body ended after \(received) of its \(declaredLength) bytes")
+            }
+            return nil
+        }
+        received += count
+        if let declaredLength, received > declaredLength {
+            done = true
+            throw Failure(description: "the body is longer than its declared \(declaredLength) bytes")
+        }
+        return Data(buffer[0..<count])
     }
 }
 

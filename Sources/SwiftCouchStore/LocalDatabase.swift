@@ -158,8 +158,9 @@ public struct LocalDatabase: DocumentStore {
         try await handle.deleteAttachment(name, of: documentID, revision: revision, options: options)
     }
 
-    /// Adds or replaces an attachment with the bytes of `file`. The engine takes a request's body
-    /// whole, so the file is read into memory once on its way in.
+    /// Adds or replaces an attachment with the bytes of `file`. The file is read a piece at a time as the engine
+    /// writes it to the database's file in chunks (its digest computed on the way), so memory stays bounded by a
+    /// chunk or two whatever the file's size; nothing is written when the file cannot be read whole.
     @discardableResult
     public func uploadAttachment(
         _ name: String, of documentID: String, from file: URL, contentType: String, revision: String? = nil

@@ -73,6 +73,28 @@ struct MemoryEndToEndTests {
         // Read whole, the attachment alone would add 64 MiB (and its response copy as much again).
         #expect(peak - before < 24 << 20, "grew \((peak - before) >> 20) MiB while serving a 64 MiB attachment")
     }
+
+    @Test("A TestServer writes a 32 MiB attachment upload to its file with memory bounded by a few chunks")
+    func serverStreamsAnUploadIn() async throws {
+        #if canImport(FoundationNetworking)
+            if E2EEnvironment.transportChoice == "urlsession" {
+                print("Skipping a memory test: SWIFTCOUCH_TRANSPORT=urlsession cannot bound memory on Linux.")
+                return
+            }
+        #endif
+        // The child runs both the server and the client (whose upload from a file is streamed): what grows while
+        // uploading is the server's reading and storing of the body.
+        let readings = try runProbe("served-upload", url: nil, database: "memory-upload")
+        let before = try #require(readings["rss_before_upload"])
+        let peak = try #require(readings["peak_rss"])
+        print("Memory, a 32 MiB upload into a TestServer: \(before >> 20) MiB before, peak \(peak >> 20) MiB")
+        #expect(readings["length"] == 32 << 20)
+        #expect(readings["same_digest"] == 1, "the stored attachment's digest is the file's MD5")
+        #expect(readings["same"] == 1, "the downloaded file equals the uploaded one")
+        // Read whole (as before uploads were streamed), a 64 MiB upload grew the peak by 195 MiB: the body, the
+        // database file's pending group, their copies.
+        #expect(peak - before < 16 << 20, "grew \((peak - before) >> 20) MiB while receiving a 32 MiB upload")
+    }
 }
 
 /// The client side of the memory tests, run only in the child process.
@@ -86,6 +108,10 @@ struct MemoryProbe {
         let db = try #require(environment["PROBE_DB"])
         if environment["SWIFTCOUCH_MEMORY_PROBE"] == "served-attachment" {
             try await probeServedAttachment(database: db)
+            return
+        }
+        if environment["SWIFTCOUCH_MEMORY_PROBE"] == "served-upload" {
+            try await probeServedUpload(database: db)
             return
         }
         let url = try #require(environment["PROBE_URL"].flatMap(URL.init(string:)))
@@ -183,6 +209,51 @@ struct MemoryProbe {
         report([
             "bytes": download.length, "rss_before_download": before, "peak_rss": peak, "same": same ? 1 : 0,
             "content_length": contentLength,
+        ])
+    }
+}
+
+extension MemoryProbe {
+    /// A TestServer of the child's own (its databases in files): the peak mark is reset, a 32 MiB attachment is
+    /// uploaded from a file (the client streams it), so the peak shows what receiving and storing it costs the server.
+    /// Then its digest and bytes are checked.
+    fileprivate func probeServedUpload(database db: String) async throws {
+        let server = try TestServer.start()
+        defer { server.stop() }
+        var configuration = Configuration()
+        E2EEnvironment.selectTransport(&configuration)
+        let client = CouchDBClient(
+            url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
+            configuration: configuration)
+        defer { client.shutdown() }
+        try await client.execute(CreateDatabaseOperation(name: db))
+        let size = 32 << 20
+        let source = try writeRandomFile(size: size)
+        let target = FileManager.default.temporaryDirectory.appendingPathComponent("probe-\(UUID().uuidString).out")
+        defer {
+            try? FileManager.default.removeItem(at: source)
+            try? FileManager.default.removeItem(at: target)
+        }
+        let before = residentBytes()
+        resetPeak()
+        _ = try await client.upload(
+            UploadAttachmentOperation(
+                database: db, documentID: "big", name: "blob.bin", revision: nil,
+                contentType: "application/octet-stream", body: try .file(source))
+        ).value
+        let peak = peakResidentBytes()
+        let head = try await client.execute(HeadAttachmentOperation(database: db, documentID: "big", name: "blob.bin"))
+        var md5 = Crypto.MD5()
+        let handle = try FileHandle(forReadingFrom: source)
+        while let piece = try handle.read(upToCount: 1 << 20), !piece.isEmpty { md5.update(piece) }
+        try handle.close()
+        let expected = "md5-" + md5.finish().base64EncodedString()
+        _ = try await client.download(
+            GetAttachmentOperation(database: db, documentID: "big", name: "blob.bin"), to: target
+        ).value
+        report([
+            "rss_before_upload": before, "peak_rss": peak, "length": Int64(head.value?.length ?? -1),
+            "same_digest": head.value?.digest == expected ? 1 : 0, "same": try filesEqual(source, target) ? 1 : 0,
         ])
     }
 }

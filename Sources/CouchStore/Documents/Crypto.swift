@@ -49,6 +49,76 @@ package enum Crypto {
         return out
     }
 
+    /// MD5 computed piece by piece, for bytes that are never whole in memory (a streamed attachment).
+    package struct MD5 {
+        private var state: (UInt32, UInt32, UInt32, UInt32) = (0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476)
+        private var partial: [UInt8] = []
+        private var total: UInt64 = 0
+
+        package init() {}
+
+        /// Adds the next bytes.
+        package mutating func update(_ data: Data) {
+            data.withUnsafeBytes { update($0) }
+        }
+
+        /// Adds the next bytes.
+        package mutating func update(_ bytes: UnsafeRawBufferPointer) {
+            guard bytes.count > 0, let base = bytes.baseAddress else { return }
+            total &+= UInt64(bytes.count)
+            var offset = 0
+            md5K.withUnsafeBufferPointer { kp in
+                md5Shifts.withUnsafeBufferPointer { sp in
+                    if !partial.isEmpty {
+                        let take = min(64 - partial.count, bytes.count)
+                        partial.append(contentsOf: UnsafeRawBufferPointer(start: base, count: take))
+                        offset = take
+                        if partial.count == 64 {
+                            partial.withUnsafeBytes {
+                                Crypto.md5Block(&state, $0.baseAddress!, kp.baseAddress!, sp.baseAddress!)
+                            }
+                            partial.removeAll(keepingCapacity: true)
+                        }
+                    }
+                    while bytes.count - offset >= 64 {
+                        Crypto.md5Block(&state, base.advanced(by: offset), kp.baseAddress!, sp.baseAddress!)
+                        offset += 64
+                    }
+                }
+            }
+            if offset < bytes.count {
+                partial.append(contentsOf: UnsafeRawBufferPointer(start: base + offset, count: bytes.count - offset))
+            }
+        }
+
+        /// The digest of every byte added (16 bytes).
+        package func finish() -> Data {
+            var copy = self
+            var tail = copy.partial
+            let bitLength = total &* 8
+            tail.append(0x80)
+            while tail.count % 64 != 56 { tail.append(0) }
+            for i in 0..<8 { tail.append(UInt8(truncatingIfNeeded: bitLength >> (8 * UInt64(i)))) }
+            md5K.withUnsafeBufferPointer { kp in
+                md5Shifts.withUnsafeBufferPointer { sp in
+                    tail.withUnsafeBytes { raw in
+                        var offset = 0
+                        while offset < tail.count {
+                            Crypto.md5Block(
+                                &copy.state, raw.baseAddress!.advanced(by: offset), kp.baseAddress!, sp.baseAddress!)
+                            offset += 64
+                        }
+                    }
+                }
+            }
+            var out = Data(capacity: 16)
+            for v in [copy.state.0, copy.state.1, copy.state.2, copy.state.3] {
+                for i in 0..<4 { out.append(UInt8(truncatingIfNeeded: v >> (8 * UInt32(i)))) }
+            }
+            return out
+        }
+    }
+
     private static func md5Block(
         _ state: inout (UInt32, UInt32, UInt32, UInt32), _ p: UnsafeRawPointer, _ k: UnsafePointer<UInt32>,
         _ shifts: UnsafePointer<UInt32>

@@ -10,6 +10,9 @@ enum AttachmentInput {
     case data(name: String, contentType: String, data: Data, revpos: Int? = nil, encoded: Data? = nil)
     /// An attachment carried over unchanged (standalone PUT/DELETE of another attachment).
     case keep(Attachment)
+    /// New bytes already written to the database's file (a streamed upload): the new revision's attachment, with the
+    /// sender's `revpos` (kept by replicated writes).
+    case uploaded(Attachment, revpos: Int? = nil)
 }
 
 /// One database: documents with revision trees, the by-sequence index, `_local` docs, `_security`.
@@ -296,7 +299,9 @@ final class Database: @unchecked Sendable {
         if let file {
             try checkWritable()
             let before = docs.summary(id)
-            let (entry, offset) = storeTree(merged(id: id, nodes: nodes, seq: seq), in: file, blobs: &blobs)
+            let (entry, offset) = try storing { () throws(StoreFileError) in
+                try storeTree(merged(id: id, nodes: nodes, seq: seq), in: file, blobs: &blobs)
+            }
             docs.set(entry, at: offset)
             stored = nodes.compactMap { entry.nodes[$0.rev] }
             externalSize += Self.bodySize(of: stored)
@@ -324,10 +329,38 @@ final class Database: @unchecked Sendable {
         return chunks
     }
 
+    /// Copies an attachment stored in another file (compaction's, or a file swapped in by one while a streamed upload
+    /// was written) into `file` chunk by chunk, each chunk read, checked and written straight to `file`
+    /// (``StoreFile/writeNow(_:_:)``), so that memory holds one chunk whatever the attachment's size.
+    static func copyBlob(_ blob: StoredBlob, digest: String, into file: StoreFile) throws(StoreFileError) -> StoredBlob
+    {
+        var chunks: [Int64] = []
+        chunks.reserveCapacity(blob.chunks.count)
+        for index in blob.chunks.indices {
+            let bytes = try blob.chunk(index, digest: digest)
+            chunks.append(try file.writeNow(.blob, DocumentRecord.blobChunk(digest: digest, bytes: bytes)))
+        }
+        if blob.chunks.isEmpty {
+            // As `writeChunks` stores an empty attachment: one empty chunk.
+            chunks.append(try file.writeNow(.blob, DocumentRecord.blobChunk(digest: digest, bytes: Data())))
+        }
+        return StoredBlob(file: file, chunks: chunks, length: blob.length)
+    }
+
+    /// Runs a write to the database's file, turning its failure into the request's error (lock held).
+    private func storing<T>(_ body: () throws(StoreFileError) -> T) throws(CouchError) -> T {
+        do throws(StoreFileError) {
+            return try body()
+        } catch {
+            throw CouchError(500, "file_error", "the write to the database file failed: \(error)")
+        }
+    }
+
     /// Writes a document record holding `entry`'s whole tree (and any attachment not in `file` yet) to
     /// `file`; returns the tree with its bodies and attachments pointing into the file, and the record.
+    /// An attachment stored in another file is copied chunk by chunk (``copyBlob(_:digest:into:)``).
     func storeTree(_ entry: DocEntry, in file: StoreFile, blobs: inout [String: StoredBlob], purge: Bool = false)
-        -> (DocEntry, Int64)
+        throws(StoreFileError) -> (DocEntry, Int64)
     {
         var nodes = entry.nodes.values.sorted { $0.pos < $1.pos || ($0.pos == $1.pos && $0.hash < $1.hash) }
         for n in nodes.indices {
@@ -336,6 +369,8 @@ final class Database: @unchecked Sendable {
                 // The gzip bytes a replicated attachment arrived in are kept too: they give its digest.
                 if let received = att.received {
                     if case .stored(let blob) = received, blob.file === file {
+                    } else if case .stored(let blob) = received {
+                        nodes[n].atts[a].received = .stored(try Self.copyBlob(blob, digest: att.digest, into: file))
                     } else {
                         let gz = received.load()
                         nodes[n].atts[a].received = .stored(
@@ -344,8 +379,18 @@ final class Database: @unchecked Sendable {
                             ))
                     }
                 }
-                if case .stored(let blob) = att.bytes, blob.file === file { continue }
+                if case .stored(let blob) = att.bytes, blob.file === file {
+                    // Already in the file (a streamed upload's chunks): found by digest from now on.
+                    if blobs[att.digest] == nil { blobs[att.digest] = blob }
+                    continue
+                }
                 if let blob = blobs[att.digest], blob.file === file, blob.length == att.length {
+                    nodes[n].atts[a].bytes = .stored(blob)
+                    continue
+                }
+                if case .stored(let other) = att.bytes {
+                    let blob = try Self.copyBlob(other, digest: att.digest, into: file)
+                    blobs[att.digest] = blob
                     nodes[n].atts[a].bytes = .stored(blob)
                     continue
                 }
@@ -428,6 +473,15 @@ final class Database: @unchecked Sendable {
         for input in inputs {
             switch input {
             case .keep(let att):
+                out.append(att)
+            case .uploaded(var att, let revpos):
+                att.revpos = sendersRevpos ? revpos ?? 0 : newPos
+                if att.received == nil, case .stored(let blob) = att.bytes, let stored = blobs[att.digest],
+                    stored.file === blob.file, stored.length == att.length
+                {
+                    // Stored once by digest: the upload's own chunks are left unreferenced (garbage for compaction).
+                    att.bytes = .stored(stored)
+                }
                 out.append(att)
             case .data(let name, let contentType, let data, let revpos, let encoded):
                 out.append(
@@ -524,7 +578,9 @@ final class Database: @unchecked Sendable {
                     .json, Array(JSON.object([("op", "forget"), ("id", .string(id)), ("purge", true)]).serialized.utf8))
                 forget(id, before: before, purge: true)
             } else {
-                let (stored, offset) = storeTree(tree, in: file, blobs: &blobs, purge: true)
+                let (stored, offset) = try storing { () throws(StoreFileError) in
+                    try storeTree(tree, in: file, blobs: &blobs, purge: true)
+                }
                 docs.set(stored, at: offset)
                 account(id: id, before: before, after: docs.summary(id), seq: tree.seq, purge: true)
             }
@@ -698,16 +754,16 @@ final class Database: @unchecked Sendable {
                 return (docs.copy(), metaRecord(fileID: newFileID))
             }
             target.append(.json, Array(meta.serialized.utf8))
-            func copy(_ entry: DocEntry) {
+            func copy(_ entry: DocEntry) throws(StoreFileError) {
                 var tree = entry
                 tree.nodes = Dictionary(uniqueKeysWithValues: Self.compacted(entry).map { ($0.rev, $0) })
-                let (stored, offset) = storeTree(tree, in: target, blobs: &newBlobs)
+                let (stored, offset) = try storeTree(tree, in: target, blobs: &newBlobs)
                 written[entry.id] = DocTableEntry(
                     offset: offset, seq: entry.seq, flags: DocumentTable.flags(of: stored))
             }
             for id in snapshot.ids {
                 guard let entry = snapshot[id] else { continue }
-                copy(entry)
+                try copy(entry)
                 if target.size - target.committedEnd > 8 << 20 { try target.sync() }
             }
             try target.sync()
@@ -715,7 +771,7 @@ final class Database: @unchecked Sendable {
                 try syncFile()
                 // Catch up with what changed since the copy began.
                 for id in docs.ids where written[id]?.seq != docs.summary(id)?.seq {
-                    if let entry = docs[id] { copy(entry) }
+                    if let entry = docs[id] { try copy(entry) }
                 }
                 for id in written.keys where docs.summary(id) == nil {
                     target.append(.json, Array(JSON.object([("op", "forget"), ("id", .string(id))]).serialized.utf8))
@@ -795,7 +851,7 @@ final class Database: @unchecked Sendable {
         return IndexSnapshot(
             coveredEnd: file.committedEnd, head: head, shardLogs: shardLogs, documents: documents,
             blobs: blobs.compactMap { digest, blob in
-                blob.file === file ? (digest, blob.chunks, blob.length) : nil
+                blob.file === file ? (digest, blob.chunks, blob.length, blob.tag) : nil
             })
     }
 
@@ -845,7 +901,7 @@ final class Database: @unchecked Sendable {
         self.file = file
         docs.replace(file: file, entries: entries)
         for blob in snapshot.blobs {
-            blobs[blob.digest] = StoredBlob(file: file, chunks: blob.chunks, length: blob.length)
+            blobs[blob.digest] = StoredBlob(file: file, chunks: blob.chunks, length: blob.length, tag: blob.tag)
         }
     }
 

@@ -96,6 +96,9 @@ struct StoredBlob: Sendable {
     let file: StoreFile
     let chunks: [Int64]
     let length: Int
+    /// What the chunk records name instead of the attachment's digest: a streamed upload's chunks are written
+    /// before its digest is known, so they carry a tag of their own (`upload-<uuid>`); nil when they name the digest.
+    var tag: String? = nil
 
     func read() throws(StoreFileError) -> Data {
         var out = Data()

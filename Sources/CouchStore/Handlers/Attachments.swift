@@ -159,10 +159,26 @@ extension CouchEngine {
             throw CouchError.badRequest("Attachment name '\(name)' starts with prohibited character '_'")
         }
         let contentType = request.headers["Content-Type"] ?? "application/octet-stream"
-        let body = request.body
+        var body = request.body
         try prepareWriteAccess(docID, db, ctx.user)
         try requireWritableCopies(db, ids: [docID])
+        var upload: (attachment: Attachment, writer: AttachmentStreamWriter)?
+        if !delete, let source = request.bodySource {
+            if let streamed = try streamUpload(
+                source, db, docID: docID, rev: rev, name: name, contentType: contentType,
+                limit: request.maximumBodySize)
+            {
+                upload = streamed
+            } else {
+                var whole = request
+                try whole.readWholeBody()
+                body = whole.body
+            }
+        }
         let newRev = try db.withLock { () throws(CouchError) -> String in
+            // The streamed chunks are given up when this write fails (not written after all).
+            var committed = false
+            defer { if !committed { upload?.writer.abandon() } }
             let entry = db.docs[docID]
             var baseBody: JSON = [:]
             var atts: [Attachment] = []
@@ -184,12 +200,24 @@ extension CouchEngine {
                     throw CouchError.notFound("Document is missing attachment")
                 }
                 inputs = atts.filter { $0.name != name }.map { .keep($0) }
+            } else if var attachment = upload?.attachment {
+                if let stored = db.blobs[attachment.digest], stored.file === db.file,
+                    stored.length == attachment.length
+                {
+                    // Stored once by digest: the same bytes are there already, the upload's chunks are not needed.
+                    upload?.writer.abandon()
+                    attachment.bytes = .stored(stored)
+                }
+                inputs = [.uploaded(attachment)]
+                inputs += atts.filter { $0.name != name }.map { .keep($0) }
             } else {
                 inputs = [.data(name: name, contentType: contentType, data: body)]
                 inputs += atts.filter { $0.name != name }.map { .keep($0) }
             }
-            return try db.updateInteractive(
+            let rev = try db.updateInteractive(
                 id: docID, baseRev: rev, deleted: false, body: baseBody, attachments: inputs)
+            committed = true
+            return rev
         }
         let result = writeResult(id: docID, rev: newRev)
         let durable = try writeStatus(ctx, db, ids: [docID]) == 201
@@ -199,6 +227,49 @@ extension CouchEngine {
             + name.split(separator: "/", omittingEmptySubsequences: false).map { encodePathSegment(String($0)) }.joined(
                 separator: "/")
         return Reply.json(durable ? 201 : 202, result, headers: [("Location", location)])
+    }
+
+    /// Writes a streamed attachment upload into the database's file as it is read (``AttachmentStreamWriter``): the
+    /// revision it applies to is checked first (a conflict is answered before any byte is read), then the body is
+    /// read and written chunk by chunk, its digest and length computed on the way. Nil for a database kept in memory
+    /// (the body is then read whole). A body that cannot be read whole (cut short, malformed, too slow) writes
+    /// nothing visible and is a 400 `bad_request`; one past the server's body limit is 413 `too_large`.
+    private func streamUpload(
+        _ source: any RequestBodySource, _ db: Database, docID: String, rev: String?, name: String,
+        contentType: String, limit: Int
+    ) throws(CouchError) -> (attachment: Attachment, writer: AttachmentStreamWriter)? {
+        let file: StoreFile? = try db.withLock { () throws(CouchError) -> StoreFile? in
+            let entry = db.docs[docID]
+            if let rev {
+                guard let entry, entry.nodes[rev] != nil, entry.isLeaf(rev) else { throw CouchError.conflict }
+            } else if let winner = entry?.winner, !winner.deleted {
+                throw CouchError.conflict
+            }
+            return db.file
+        }
+        guard let file else { return nil }
+        let writer = AttachmentStreamWriter(file: file)
+        do {
+            while let piece = try source.read(upTo: StoreFile.blobChunkSize) {
+                guard writer.length + piece.count <= limit else {
+                    throw CouchError(413, "too_large", "the request entity is too large")
+                }
+                try writer.write(piece)
+            }
+            let blob = try writer.finish()
+            var attachment = Attachment(
+                name: name, contentType: contentType, revpos: 0, digest: writer.identityDigest, length: writer.length,
+                bytes: .stored(blob))
+            if attachment.isCompressible { attachment.digest = try AttachmentStreamWriter.gzipDigest(of: blob) }
+            return (attachment, writer)
+        } catch {
+            writer.abandon()
+            if let error = error as? CouchError { throw error }
+            if let error = error as? StoreFileError {
+                throw CouchError(500, "file_error", "the attachment could not be written: \(error)")
+            }
+            throw CouchError(400, "bad_request", "the attachment's body could not be read whole: \(error)")
+        }
     }
 
     /// Design documents (and their attachments) need a database admin.
@@ -213,7 +284,8 @@ extension CouchEngine {
 }
 
 extension StoredBlob {
-    /// The bytes of the `index`th chunk of the attachment whose digest is `digest`, checksum verified. Every chunk
+    /// The bytes of the `index`th chunk of the attachment whose digest is `digest` (its chunks name it, or the
+    /// blob's ``tag`` when it has one), checksum verified. Every chunk
     /// but the last holds `StoreFile.blobChunkSize` bytes (as `Database.storeNodes` writes them); a chunk of another
     /// size, or of another attachment, is reported as damage.
     func chunk(_ index: Int, digest: String) throws(StoreFileError) -> Data {
@@ -223,7 +295,7 @@ extension StoredBlob {
         }
         let (kind, payload) = try file.read(at: chunks[index])
         guard kind == .blob, let digestLength = payload.first, payload.count > Int(digestLength),
-            payload.dropFirst().prefix(Int(digestLength)).elementsEqual(digest.utf8.prefix(255))
+            payload.dropFirst().prefix(Int(digestLength)).elementsEqual((tag ?? digest).utf8.prefix(255))
         else {
             throw StoreFileError(description: "\(name): no chunk of attachment \(digest) at \(chunks[index])")
         }

@@ -206,7 +206,20 @@ public final class CouchEngine: @unchecked Sendable {
     /// its own headers first, then calls ``finishHead(_:_:)``).
     package func respond(to request: ServerRequest, user: UserContext) -> ServerResponse {
         if isClosed { return Reply.error(CouchError.shuttingDown) }
-        let ctx = RequestContext(request: request, segments: request.pathSegments, user: user)
+        var request = request
+        let segments = request.pathSegments
+        if request.bodySource != nil,
+            !ServerRequest.streamsBody(
+                method: request.method, pathSegments: segments, contentType: request.headers["Content-Type"])
+        {
+            // Only an attachment upload (standalone or multipart) reads its body as it goes.
+            do throws(CouchError) {
+                try request.readWholeBody()
+            } catch {
+                return Reply.error(error)
+            }
+        }
+        let ctx = RequestContext(request: request, segments: segments, user: user)
         var (response, scope): (ServerResponse, RequestScope) = RequestScope.run { () -> ServerResponse in
             do throws(CouchError) {
                 return try route(ctx)

@@ -124,6 +124,12 @@ extension CouchEngine {
                         guard let part = followed[name] else {
                             throw CouchError.badRequest("Missing attachment data for \(name)")
                         }
+                        if var uploaded = part.uploaded {
+                            uploaded.contentType = part.contentType
+                            doc.attachments.append(
+                                .uploaded(uploaded, revpos: spec["revpos"]?.intValue.map { Int($0) }))
+                            continue
+                        }
                         doc.attachments.append(
                             .data(
                                 name: name, contentType: part.contentType, data: part.data,
@@ -430,7 +436,23 @@ extension CouchEngine {
     private func putDocument(_ ctx: RequestContext, _ db: Database, id: String) throws(CouchError) -> ServerResponse {
         let request = ctx.request
         let isMultipart = (request.headers["Content-Type"] ?? "").lowercased().hasPrefix("multipart/related")
-        let (json, followed) = isMultipart ? try parseMultipartDocument(request) : (try request.jsonBody(), nil)
+        let json: JSON
+        var followed: [String: FollowedAttachment]?
+        var writers: [AttachmentStreamWriter] = []
+        if isMultipart, let streamed = try parseMultipartDocumentStreamed(request, db) {
+            (json, followed, writers) = streamed
+        } else if isMultipart {
+            var whole = request
+            try whole.readWholeBody()
+            (json, followed) = try parseMultipartDocument(whole)
+        } else {
+            var whole = request
+            try whole.readWholeBody()
+            json = try whole.jsonBody()
+        }
+        // Streamed attachments' chunks are given up when the write fails (no document record refers to them).
+        var committed = false
+        defer { if !committed { for writer in writers.reversed() { writer.abandon() } } }
         var doc = try parseDocument(json, followed: followed)
         try validateDocID(id, db)
         let rev = try baseRevision(request, bodyRev: doc.rev)
@@ -446,6 +468,7 @@ extension CouchEngine {
                 try db.updateReplicated(
                     id: id, revs: revs, deleted: doc.deleted, body: doc.body, attachments: doc.attachments)
             }
+            committed = true
             return Reply.json(
                 201, writeResult(id: id, rev: revs[0]),
                 headers: [("ETag", "\"\(revs[0])\""), ("Location", documentLocation(request, db, id))])
@@ -455,6 +478,7 @@ extension CouchEngine {
             try db.updateInteractive(
                 id: id, baseRev: rev, deleted: doc.deleted, body: doc.body, attachments: doc.attachments)
         }
+        committed = true
         if request.queryValue("batch") == "ok" {
             return Reply.json(202, .object([("ok", true), ("id", .string(id))]))
         }

@@ -1,7 +1,8 @@
 import Foundation
 import HTTPWire
 
-/// One request to the engine, in HTTP's terms (as the TestServer receives it): the head parsed, the body read whole.
+/// One request to the engine, in HTTP's terms (as the TestServer receives it): the head parsed, the body read whole
+/// or (``bodySource``) handed over as a stream.
 public struct ServerRequest: Sendable {
     /// The method as sent (`GET`, `PUT`, `COPY`, ...).
     public var method: String
@@ -11,6 +12,10 @@ public struct ServerRequest: Sendable {
     public var rawQuery: String?
     public var headers: HTTPHeaders
     public var body: Data
+    /// The body still to be read, when the server hands it over as a stream instead of whole (then ``body`` is
+    /// empty): a standalone attachment upload is written to the database's file as it is read (see
+    /// ``streamsBody(method:pathSegments:contentType:)``); any other request's is read whole first. Nil by default.
+    public var bodySource: (any RequestBodySource)?
     /// The largest body the server accepts (its `maxRequestBodySize`, CouchDB's `max_http_request_size`): a
     /// `Content-Encoding: gzip` body is refused 413 `too_large` as soon as it inflates past it. Defaults to
     /// 300 MiB, the TestServer's default; the HTTP server sets its own.

@@ -16,7 +16,9 @@ struct IndexSnapshot {
     var shardLogs: [[Int]]
     /// In sequence order.
     var documents: [(id: String, entry: DocTableEntry)]
-    var blobs: [(digest: String, chunks: [Int64], length: Int)]
+    /// Each attachment's chunks by digest; a streamed upload's also name the tag its chunks carry (stored after the
+    /// digest and a space: digests have none).
+    var blobs: [(digest: String, chunks: [Int64], length: Int, tag: String?)]
 
     static let magic: [UInt8] = Array("SWCIDX01".utf8)
 
@@ -44,7 +46,7 @@ struct IndexSnapshot {
         }
         appendUInt32(&out, UInt32(blobs.count))
         for blob in blobs {
-            let d = Array(blob.digest.utf8)
+            let d = Array((blob.digest + (blob.tag.map { " " + $0 } ?? "")).utf8)
             appendUInt32(&out, UInt32(d.count))
             out += d
             appendUInt64(&out, UInt64(blob.length))
@@ -135,13 +137,16 @@ struct IndexSnapshot {
                 let flags = try take(1).first ?? 0
                 documents.append((id, DocTableEntry(offset: offset, seq: Int(seq), flags: flags)))
             }
-            var blobs: [(digest: String, chunks: [Int64], length: Int)] = []
+            var blobs: [(digest: String, chunks: [Int64], length: Int, tag: String?)] = []
             for _ in 0..<(try count(16)) {
-                let digest = try string()
+                let named = try string()
+                let parts = named.split(separator: " ", maxSplits: 1)
+                let digest = parts.first.map(String.init) ?? named
+                let tag = parts.count > 1 ? String(parts[1]) : nil
                 let length = try u64()
                 var chunks: [Int64] = []
                 for _ in 0..<(try count(8)) { chunks.append(try u64()) }
-                blobs.append((digest, chunks, Int(length)))
+                blobs.append((digest, chunks, Int(length), tag))
             }
             guard at == bytes.count - 4 else { throw Invalid() }
             return IndexSnapshot(

@@ -75,9 +75,13 @@ enum DocumentRecord {
                     ("n", .string(att.name)), ("ct", .string(att.contentType)), ("dg", .string(att.digest)),
                     ("rp", .int(Int64(att.revpos))), ("len", .int(Int64(att.length))),
                 ]
-                if case .stored(let blob) = att.bytes { a.append(("ck", .array(blob.chunks.map { .int($0) }))) }
+                if case .stored(let blob) = att.bytes {
+                    a.append(("ck", .array(blob.chunks.map { .int($0) })))
+                    if let tag = blob.tag { a.append(("tg", .string(tag))) }
+                }
                 if case .stored(let blob) = att.received {
                     a += [("eck", .array(blob.chunks.map { .int($0) })), ("elen", .int(Int64(blob.length)))]
+                    if let tag = blob.tag { a.append(("etg", .string(tag))) }
                 }
                 return .object(a)
             }
@@ -111,12 +115,14 @@ enum DocumentRecord {
                 var att = Attachment(
                     name: name, contentType: a["ct"]?.stringValue ?? "application/octet-stream",
                     revpos: Int(a["rp"]?.intValue ?? 1), digest: digest, length: Int(length),
-                    bytes: .stored(StoredBlob(file: file, chunks: chunks, length: Int(length))))
+                    bytes: .stored(
+                        StoredBlob(file: file, chunks: chunks, length: Int(length), tag: a["tg"]?.stringValue)))
                 if let encodedChunks = a["eck"]?.arrayValue, let encodedLength = a["elen"]?.intValue, encodedLength >= 0
                 {
                     att.received = .stored(
-                        StoredBlob(file: file, chunks: encodedChunks.compactMap(\.intValue), length: Int(encodedLength))
-                    )
+                        StoredBlob(
+                            file: file, chunks: encodedChunks.compactMap(\.intValue), length: Int(encodedLength),
+                            tag: a["etg"]?.stringValue))
                 }
                 return att
             }

@@ -143,11 +143,11 @@ extension Database {
     }
 
     /// Writes every document, `_local` document and setting into `target` (converting a legacy log).
-    func writeEverything(into target: StoreFile) {
+    func writeEverything(into target: StoreFile) throws(StoreFileError) {
         target.append(.json, Array(metaRecord.serialized.utf8))
         var newBlobs: [String: StoredBlob] = [:]
         for id in docs.ids {
-            if let entry = docs[id] { _ = storeTree(entry, in: target, blobs: &newBlobs) }
+            if let entry = docs[id] { _ = try storeTree(entry, in: target, blobs: &newBlobs) }
         }
         for record in stateRecords { target.append(.json, Array(record.serialized.utf8)) }
     }
@@ -165,7 +165,7 @@ enum LegacyLog {
         let tmp = newURL.appendingPathExtension("compact")
         try? FileManager.default.removeItem(at: tmp)
         let target = try StoreFile.create(at: tmp)
-        db.writeEverything(into: target)
+        try db.writeEverything(into: target)
         try target.sync()
         try target.rename(to: newURL)
         target.close()

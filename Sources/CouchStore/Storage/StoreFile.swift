@@ -31,14 +31,16 @@ struct StoreFileError: Error, CustomStringConvertible, Sendable {
 /// Layout: an 8-byte magic (`SWCSTOR1`), then records, each `[UInt32 length][UInt32 CRC-32][payload]`
 /// (little-endian; `length` counts the payload, whose first byte is a ``StoreRecordKind``). Writes are
 /// gathered into a group in memory (``append(_:_:)``) and made durable by ``sync()``: one `pwrite` of the
-/// whole group followed by a commit record, then one `fsync`. Opening reads the records group by group:
+/// whole group followed by a commit record, then one `fsync`. An attachment's chunks are written to the file as
+/// they arrive instead (``writeNow(_:_:)``), uncommitted, and committed with the group of the document record that
+/// refers to them. Opening reads the records group by group:
 /// a group without its commit record (a crash in the middle of a write) is cut off, so nothing half
 /// written is ever visible; a damaged record followed by later committed data is corruption in the
 /// middle, reported as an error, never read as data.
 ///
 /// Thread-safe: reads (`pread`) may run on any thread while the owning database appends and syncs.
 final class StoreFile: @unchecked Sendable {
-    // Safe: `pending`, `durableEnd` and `isClosed` are only touched under `lock`; `fd` is set once.
+    // Safe: `pending`, `durableEnd`, `writtenEnd` and `isClosed` are only touched under `lock`; `fd` is set once.
     /// Where the file is (it changes when a compacted file is renamed over the one it replaces).
     var url: URL {
         lock.lock()
@@ -51,6 +53,9 @@ final class StoreFile: @unchecked Sendable {
     private var pending: [UInt8] = []
     private var pendingRecords = 0
     private var durableEnd: Int64
+    /// The end of what is written to the file: records written straight to it (``writeNow(_:_:)``, a streamed
+    /// attachment's chunks) lie between ``durableEnd`` and here until the next commit; `pending` follows.
+    private var writtenEnd: Int64
     private var isClosed = false
     /// Whether ``sync()`` (and creating, cutting and renaming the file) waits for the disk with `fsync`. When
     /// false, records are still written with `pwrite` before a request is answered, so the process may crash at any
@@ -69,6 +74,7 @@ final class StoreFile: @unchecked Sendable {
         self.location = url
         self.fd = fd
         self.durableEnd = end
+        self.writtenEnd = end
         self.synchronousWrites = synchronousWrites
     }
 
@@ -86,6 +92,7 @@ final class StoreFile: @unchecked Sendable {
         try file.writeAll(magic, at: 0)
         try file.fsyncFile()
         file.durableEnd = headerSize
+        file.writtenEnd = headerSize
         if synchronousWrites { try syncDirectory(of: url) }
         return file
     }
@@ -186,6 +193,7 @@ final class StoreFile: @unchecked Sendable {
             try file.fsyncFile()
         }
         file.durableEnd = committedEnd
+        file.writtenEnd = committedEnd
         return file
     }
 
@@ -215,12 +223,51 @@ final class StoreFile: @unchecked Sendable {
     func append(_ kind: StoreRecordKind, _ body: [UInt8]) -> Int64 {
         lock.lock()
         defer { lock.unlock() }
-        let offset = durableEnd + Int64(pending.count)
+        let offset = writtenEnd + Int64(pending.count)
         var payload = [kind.rawValue]
         payload.append(contentsOf: body)
         Self.appendFrame(payload, to: &pending)
         pendingRecords += 1
         return offset
+    }
+
+    /// Writes a record to the file at once, after the group being written (which is written first), without
+    /// committing it: it becomes part of the next group ``sync()`` commits, and a crash before that leaves it in
+    /// an uncommitted tail that opening cuts off. Returns its offset. Used for a streamed attachment's chunks, so
+    /// that an attachment of any size never waits in memory; they are garbage, never visible, until a committed
+    /// document record refers to them.
+    @discardableResult
+    func writeNow(_ kind: StoreRecordKind, _ body: some Collection<UInt8>) throws(StoreFileError) -> Int64 {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !isClosed else { throw StoreFileError(description: "\(location.lastPathComponent) is closed") }
+        guard body.count < Self.maximumRecordSize else {
+            throw StoreFileError(description: "a record of \(body.count) bytes is too large for a database file")
+        }
+        var bytes = pending
+        let offset = writtenEnd + Int64(bytes.count)
+        var payload = [kind.rawValue]
+        payload.append(contentsOf: body)
+        Self.appendFrame(payload, to: &bytes)
+        do {
+            try writeAll(bytes, at: writtenEnd)
+        } catch {
+            _ = ftruncate(fd, off_t(writtenEnd))
+            throw error
+        }
+        // The group's records are on disk now (uncommitted, as before): only the commit record waits.
+        writtenEnd += Int64(bytes.count)
+        pending.removeAll(keepingCapacity: true)
+        return offset
+    }
+
+    /// Cuts records written with ``writeNow(_:_:)`` from `start` off the file again (a streamed upload that
+    /// failed), when nothing was written after them; otherwise they stay as garbage until a compaction.
+    func abandonWritten(from start: Int64, to end: Int64) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !isClosed, end == writtenEnd, pending.isEmpty, start >= durableEnd, start <= end else { return }
+        if ftruncate(fd, off_t(start)) == 0 { writtenEnd = start }
     }
 
     /// Whether records wait for ``sync()``.
@@ -247,19 +294,20 @@ final class StoreFile: @unchecked Sendable {
         syncs += 1
         guard !isClosed else { throw StoreFileError(description: "\(url.lastPathComponent) is closed") }
         var group = pending
-        let commitEnd = durableEnd + Int64(group.count) + Int64(Self.frameHeaderSize) + 9
+        let commitEnd = writtenEnd + Int64(group.count) + Int64(Self.frameHeaderSize) + 9
         var commit: [UInt8] = [StoreRecordKind.commit.rawValue]
         appendUInt64(&commit, UInt64(commitEnd))
         Self.appendFrame(commit, to: &group)
         do {
-            try writeAll(group, at: durableEnd)
+            try writeAll(group, at: writtenEnd)
             try fsyncFile()
         } catch {
-            // The group's bytes may be partly on disk: cut them off so the file ends at its last commit.
-            _ = ftruncate(fd, off_t(durableEnd))
+            // The group's bytes may be partly on disk: cut them off so the file ends where they began.
+            _ = ftruncate(fd, off_t(writtenEnd))
             throw error
         }
         durableEnd = commitEnd
+        writtenEnd = commitEnd
         pending.removeAll(keepingCapacity: true)
         pendingRecords = 0
     }
@@ -286,19 +334,11 @@ final class StoreFile: @unchecked Sendable {
         if synchronousWrites { try Self.syncDirectory(of: destination) }
     }
 
-    /// Drops records not yet synced (a failed request).
-    func discardPending() {
-        lock.lock()
-        pending.removeAll()
-        pendingRecords = 0
-        lock.unlock()
-    }
-
     /// Bytes on disk (committed), plus the group being written.
     var size: Int64 {
         lock.lock()
         defer { lock.unlock() }
-        return durableEnd + Int64(pending.count)
+        return writtenEnd + Int64(pending.count)
     }
 
     /// Ends writing and reading: later calls fail with an error. The descriptor itself is released
@@ -318,9 +358,9 @@ final class StoreFile: @unchecked Sendable {
             lock.unlock()
             throw StoreFileError(description: "\(location.lastPathComponent) is closed")
         }
-        if offset >= durableEnd {
+        if offset >= writtenEnd {
             // Still in the group being written.
-            let start = Int(offset - durableEnd)
+            let start = Int(offset - writtenEnd)
             defer { lock.unlock() }
             guard start >= 0, start + Self.frameHeaderSize <= pending.count else {
                 throw StoreFileError(description: "no record at offset \(offset) of \(url.lastPathComponent)")
@@ -333,7 +373,7 @@ final class StoreFile: @unchecked Sendable {
             }
             return (kind, pending[(start + Self.frameHeaderSize + 1)..<(start + Self.frameHeaderSize + length)])
         }
-        let end = durableEnd
+        let end = writtenEnd
         lock.unlock()
         let head = try readBytes(at: offset, count: Self.frameHeaderSize)
         let length = Int(Self.readUInt32(head[...], 0))

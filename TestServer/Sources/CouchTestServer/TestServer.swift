@@ -277,6 +277,13 @@ public final class TestServer: @unchecked Sendable {
         let dispatch = Self.makeDispatch(handler: handler, faults: faults, counter: counter, stopSignal: stopSignal)
         var options = HTTPServer.Options(port: port, maxBodySize: configuration.maxRequestBodySize)
         options.idleTimeout = configuration.keepAliveIdleTimeout
+        if configuration.handler == nil {
+            // The engine writes an attachment upload to its file as it reads it (a custom handler gets bodies whole).
+            options.streamsBody = {
+                ServerRequest.streamsBody(
+                    method: $0.method, pathSegments: $0.pathSegments, contentType: $0.headers["Content-Type"])
+            }
+        }
         let http: HTTPServer
         do {
             http = try HTTPServer(options: options, dispatch: dispatch)

@@ -4,7 +4,9 @@ import HTTPWire
 
 /// The TestServer's HTTP/1.1 server: POSIX sockets on 127.0.0.1, one thread per connection.
 ///
-/// It reads each request whole (head and body), hands it to `dispatch`, and writes what comes back.
+/// It reads each request whole (head and body), hands it to `dispatch`, and writes what comes back; a request
+/// that `Options.streamsBody` picks (an attachment upload) gets its body as a stream instead
+/// (``ServerRequest/bodySource``), read from the socket as the handler asks for it.
 /// Keep-alive, pipelining, `Expect: 100-continue`, chunked request bodies and chunked streamed
 /// responses are supported. A malformed request gets a CouchDB-shaped 400 and the connection closes.
 final class HTTPServer: @unchecked Sendable {
@@ -86,6 +88,11 @@ final class HTTPServer: @unchecked Sendable {
         var bindRetrySeconds: Double = 3
         /// Close a kept-alive connection that has been idle this long (nil: keep it until the client closes).
         var idleTimeout: Double? = nil
+        /// Which requests get their body as a stream (``ServerRequest/bodySource``) rather than read whole before
+        /// `dispatch`; nil: none. Whatever the handler leaves unread is read (and dropped) after it answers.
+        var streamsBody: (@Sendable (ServerRequest) -> Bool)? = nil
+        /// How long a streamed body's reader waits for the client's next bytes before the body counts as cut off.
+        var bodyReadTimeout: Double = 60
     }
 
     static let serverHeader = "CouchDB/3.5.0 (Erlang OTP/26)"
@@ -294,6 +301,12 @@ final class HTTPServer: @unchecked Sendable {
                 }
             }
 
+            let request0 = ServerRequest(
+                method: head.method, rawPath: head.path, rawQuery: head.query, headers: head.headers, body: Data())
+            if hasBody, let streams = server.options.streamsBody, streams(request0) {
+                return serveStreamed(request0, head: head)
+            }
+
             // The body.
             var body = Data()
             if case .contentLength(let n) = decoder.currentFraming { body.reserveCapacity(n) }
@@ -317,10 +330,46 @@ final class HTTPServer: @unchecked Sendable {
                 return false
             }
 
-            var request = ServerRequest(
-                method: head.method, rawPath: head.path, rawQuery: head.query, headers: head.headers, body: body)
+            var request = request0
+            request.body = body
             request.maximumBodySize = server.options.maxBodySize  // also for the body inflated
+            return answer(server.dispatch(request), head: head)
+        }
+
+        /// Answers a request whose body the handler reads as it goes: the decoder moves into the body source for
+        /// the handler's reads and back afterwards, once the rest of the body (what the handler left) is read and
+        /// dropped. A body that could not be read whole (cut off, malformed) closes the connection after the answer.
+        private mutating func serveStreamed(_ request0: ServerRequest, head: HTTPRequestHead) -> Bool {
+            var declared: Int?
+            if case .contentLength(let length) = decoder.currentFraming { declared = length }
+            let source = ConnectionBodySource(
+                fd: fd, decoder: decoder, buffer: readBuffer, declaredLength: declared,
+                timeout: server.options.bodyReadTimeout)
+            var request = request0
+            request.bodySource = source
+            request.maximumBodySize = server.options.maxBodySize
             let reply = server.dispatch(request)
+            if case .raw = reply {
+                // A reply that writes itself may run the handler only now (interim responses first).
+                let keep = answer(reply, head: head)
+                let whole = source.drain()
+                decoder = source.takeDecoder()
+                return keep && whole
+            }
+            let whole = source.drain()
+            decoder = source.takeDecoder()
+            guard whole else {
+                if case .response(var response) = reply {
+                    response.headers.set("Connection", "close")
+                    _ = answer(.response(response), head: head)
+                }
+                return false
+            }
+            return answer(reply, head: head)
+        }
+
+        /// Writes `reply`. False when the connection should close.
+        private mutating func answer(_ reply: Reply, head: HTTPRequestHead) -> Bool {
             var keepAlive = head.keepAlive
             switch reply {
             case .drop:
@@ -502,6 +551,97 @@ final class HTTPServer: @unchecked Sendable {
                 _ = POSIXSocket.sendAll(fd, out)
             }
         }
+    }
+}
+
+/// A request body read from the connection's socket as the handler asks for it (``ServerRequest/bodySource``): the
+/// connection's decoder is lent to it for the request, each read waits at most the body read timeout for the
+/// client's next bytes, and a body that ends before its `Content-Length` (or its last chunk) is an error.
+final class ConnectionBodySource: RequestBodySource, @unchecked Sendable {
+    // @unchecked Sendable: every member is touched only under `lock` (the handler reads on the connection's thread).
+    private let fd: Int32
+    private var decoder: HTTPRequestDecoder
+    private let buffer: UnsafeMutableRawBufferPointer
+    let declaredLength: Int?
+    private let lock = NSLock()
+    private var leftover = Data()
+    private var ended = false
+    private var failure: (any Error)?
+    /// Set once the decoder went back to the connection: a handler that runs later (a reply that answers in its own
+    /// way) finds the body gone, never an empty one.
+    private var returned = false
+
+    /// Why a streamed body could not be read whole.
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    init(
+        fd: Int32, decoder: HTTPRequestDecoder, buffer: UnsafeMutableRawBufferPointer, declaredLength: Int?,
+        timeout: Double
+    ) {
+        self.fd = fd
+        self.decoder = decoder
+        self.buffer = buffer
+        self.declaredLength = declaredLength
+        POSIXSocket.setReceiveTimeout(fd, seconds: timeout)
+    }
+
+    func read(upTo maximum: Int) throws -> Data? {
+        lock.lock()
+        defer { lock.unlock() }
+        if returned { throw Failure(description: "the body was read and dropped before the request was answered") }
+        guard maximum > 0 else { return Data() }
+        while leftover.isEmpty {
+            if let failure { throw failure }
+            if ended { return nil }
+            do {
+                switch try decoder.next() {
+                case .body(let data)?:
+                    leftover = data
+                case .end?:
+                    ended = true
+                case .head?:
+                    throw Failure(description: "a request head where its body was expected")
+                case nil:
+                    let n = POSIXSocket.receive(fd, into: buffer)
+                    if n > 0 {
+                        decoder.feed(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+                    } else if n == 0 {
+                        decoder.finish()  // the decoder now throws for a body cut short
+                    } else {
+                        throw Failure(description: "the client sent nothing more within the body read timeout")
+                    }
+                }
+            } catch HTTPWireError.bodyTooLarge(let limit) {
+                failure = CouchError(413, "too_large", "the request entity is too large (over \(limit) bytes)")
+            } catch HTTPWireError.unexpectedEndOfStream {
+                failure = Failure(description: "the connection closed before the end of the body")
+            } catch {
+                failure = error
+            }
+        }
+        let count = min(maximum, leftover.count)
+        let piece = leftover.prefix(count)
+        leftover = leftover.count == count ? Data() : Data(leftover.dropFirst(count))
+        return Data(piece)
+    }
+
+    /// Reads (and drops) whatever the handler left of the body. True when the body was read whole.
+    func drain() -> Bool {
+        while (try? read(upTo: Int.max)) ?? nil != nil {}
+        lock.lock()
+        defer { lock.unlock() }
+        return ended && failure == nil
+    }
+
+    /// The connection's decoder, back for the next request (the body read timeout is lifted).
+    func takeDecoder() -> HTTPRequestDecoder {
+        lock.lock()
+        defer { lock.unlock() }
+        POSIXSocket.setReceiveTimeout(fd, seconds: 0)
+        returned = true
+        return decoder
     }
 }
 
