@@ -257,6 +257,16 @@ enum StoreBenchmarks {
                 print("  \(designName): failed: \(error)")
             }
         }
+        let replicateName = "CouchDB's replicator: \(sizes.insertDocuments) docs to a new database"
+        if let couch, isSelected(replicateName) {
+            do {
+                rows.append(
+                    try await couchReplication(
+                        couch, documents: sizes.insertDocuments, batch: sizes.batch, name: replicateName))
+            } catch {
+                print("  \(replicateName): failed: \(error)")
+            }
+        }
         let compactName = "compaction, half the revisions garbage"
         if isSelected(compactName) {
             do {
@@ -312,9 +322,7 @@ enum StoreBenchmarks {
             _ = try await couch.send(couch.request("PUT", "/\(db)"))
             do {
                 couchInsert = try await asyncSeconds {
-                    for body in bodies {
-                        _ = try await couch.send(couch.request("POST", "/\(db)/_bulk_docs", body: body))
-                    }
+                    for body in bodies { try await couchBulkDocs(couch, db: db, body: body) }
                 }
                 // Reads 16 at a time: CouchDB's best over HTTP (the engine reads one at a time).
                 couchReads = try await asyncSeconds {
@@ -356,6 +364,74 @@ enum StoreBenchmarks {
                 name: "_all_docs?include_docs=true", unit: "docs/s", store: Double(count) / allDocs,
                 couchDB: rate(count, couchAllDocs), higherIsBetter: true),
         ]
+    }
+
+    /// Posts one `_bulk_docs` body to CouchDB and fails unless every document was written (a 201
+    /// can carry rows that are errors).
+    static func couchBulkDocs(_ couch: PlainClient, db: String, body: Data) async throws {
+        let data = try await couch.send(couch.request("POST", "/\(db)/_bulk_docs", body: body))
+        guard let rows = try JSONSerialization.jsonObject(with: data) as? [[String: Any]] else {
+            throw Failure(description: "CouchDB's _bulk_docs answer is not an array of rows")
+        }
+        if let failed = rows.first(where: { $0["error"] != nil }) {
+            throw Failure(description: "CouchDB's _bulk_docs refused a document: \(failed)")
+        }
+    }
+
+    /// CouchDB's own replicator copying a database of `documents` documents of about 215 bytes to a
+    /// new database on the same server (`POST /_replicate`, one-shot, `create_target`), in documents
+    /// per second: the baseline the Sync issue compares SwiftCouch's replicator with. Only with a
+    /// CouchDB; the store has no column here.
+    static func couchReplication(_ couch: PlainClient, documents: Int, batch: Int, name: String) async throws -> Row {
+        let suffix = UUID().uuidString.lowercased().prefix(8)
+        let source = "bench-rep-src-\(suffix)"
+        let target = "bench-rep-tgt-\(suffix)"
+        func endpoint(_ db: String) -> [String: Any] {
+            // Credentials as a header: CouchDB does not percent-decode credentials in a URL.
+            ["url": couch.base.absoluteString + "/" + db, "headers": ["Authorization": couch.authorization]]
+        }
+        do {
+            let row = try await couchReplication(
+                couch, source: source, target: target, endpoint: endpoint, documents: documents, batch: batch,
+                name: name)
+            for db in [source, target] { _ = try? await couch.send(couch.request("DELETE", "/\(db)")) }
+            return row
+        } catch {
+            // Deleted whatever happened, so the server is left as it was found.
+            for db in [source, target] { _ = try? await couch.send(couch.request("DELETE", "/\(db)")) }
+            throw error
+        }
+    }
+
+    static func couchReplication(
+        _ couch: PlainClient, source: String, target: String, endpoint: (String) -> [String: Any], documents: Int,
+        batch: Int, name: String
+    ) async throws -> Row {
+        _ = try await couch.send(couch.request("PUT", "/\(source)"))
+        for body in batches(0..<documents, batch: batch) { try await couchBulkDocs(couch, db: source, body: body) }
+        let request = try JSONSerialization.data(withJSONObject: [
+            "source": endpoint(source), "target": endpoint(target), "create_target": true,
+        ])
+        var answer: [String: Any] = [:]
+        let elapsed = try await asyncSeconds {
+            var post = couch.request("POST", "/_replicate", body: request)
+            post.timeoutInterval = 1_800  // a one-shot _replicate answers when the copy is done
+            let data = try await couch.send(post)
+            answer = (try JSONSerialization.jsonObject(with: data) as? [String: Any]) ?? [:]
+        }
+        let written = ((answer["history"] as? [[String: Any]])?.first?["docs_written"] as? NSNumber)?.intValue
+        let info = try await couch.get("/\(target)")
+        let copied = (info["doc_count"] as? NSNumber)?.intValue
+        guard answer["ok"] as? Bool == true, copied == documents else {
+            throw Failure(
+                description: "the replication copied \(copied.map(String.init) ?? "?") of \(documents) documents")
+        }
+        print("  done: CouchDB's replicator: \(documents) docs in \(String(format: "%.1f", elapsed)) s")
+        return Row(
+            name: name, unit: "docs/s", store: .nan, couchDB: Double(documents) / max(elapsed, 1e-9),
+            higherIsBetter: true,
+            note: "POST /_replicate, one-shot, create_target, same server; \(written ?? 0) docs_written; "
+                + String(format: "%.1f s", elapsed) + "; the Sync issue's baseline (no store column)")
     }
 
     /// Builds a database of `documents` documents, then opens it in a child process (so that its
@@ -545,7 +621,7 @@ enum StoreBenchmarks {
 
     static func couchCompaction(_ couch: PlainClient, db: String, documents: Int, first: [Data]) async throws -> Double
     {
-        for body in first { _ = try await couch.send(couch.request("POST", "/\(db)/_bulk_docs", body: body)) }
+        for body in first { try await couchBulkDocs(couch, db: db, body: body) }
         var current: [String: Data] = [:]
         let all = try await couch.send(couch.request("GET", "/\(db)/_all_docs?include_docs=true"))
         let rows = (try JSONSerialization.jsonObject(with: all) as? [String: Any])?["rows"] as? [[String: Any]] ?? []
@@ -558,7 +634,7 @@ enum StoreBenchmarks {
             guard let data = current[id] else { throw Failure(description: "CouchDB lost \(id)") }
             return data
         }
-        for body in updates { _ = try await couch.send(couch.request("POST", "/\(db)/_bulk_docs", body: body)) }
+        for body in updates { try await couchBulkDocs(couch, db: db, body: body) }
         func fileSize() async throws -> Double {
             let info = try await couch.send(couch.request("GET", "/\(db)"))
             let object = try JSONSerialization.jsonObject(with: info) as? [String: Any]
@@ -600,8 +676,11 @@ enum StoreBenchmarks {
     static let legend = """
         Store rows: CouchStore's engine in this process (CouchEngine.handle, no HTTP, a data directory in a
         temporary folder), and the same work against the CouchDB of COUCHDB_URL over HTTP when it is set
-        (— otherwise). Throughputs: higher is better; times, memory and size ratios: lower is better. The
-        open row builds its database once, then opens it in a child process (resident memory from VmRSS,
-        peak from VmHWM of /proc/self/status, the child's alone). Sizes are the data directory's total.
+        (— otherwise). With a CouchDB, one more row times CouchDB's own replicator copying the inserted
+        documents to a new database on the same server (POST /_replicate, one-shot, create_target): the
+        baseline of the Sync issue; the store has no column there. Throughputs: higher is better; times,
+        memory and size ratios: lower is better. The open row builds its database once, then opens it in a
+        child process (resident memory from VmRSS, peak from VmHWM of /proc/self/status, the child's
+        alone). Sizes are the data directory's total.
         """
 }

@@ -37,7 +37,7 @@ if arguments.contains("--help") || arguments.contains("-h") {
           --no-baseline        skip the plain-Foundation rows (for profiling; no ratios then)
           --urlsession-study   client CPU per PUT+GET pair for several ways of driving URLSession
           --store-only         only the store rows (CouchStore's engine in-process, against CouchDB
-                               when COUCHDB_URL is set)
+                               when COUCHDB_URL is set, with a row for CouchDB's own replicator)
           --no-store           skip the store rows
           --open-docs N        the open row's database size (default 1,000,000; quick 3,000)
 

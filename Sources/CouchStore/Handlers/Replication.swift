@@ -40,7 +40,7 @@ extension CouchEngine {
             throw EngineError.badRequest("Must specify source and target")
         }
         guard let sourceDB = database(named: source.name) else {
-            throw EngineError(404, "db_not_found", "could not open \(source.display)")
+            throw EngineError(500, "db_not_found", "could not open \(source.display)")
         }
         var targetDB = database(named: target.name)
         if targetDB == nil, body["create_target"]?.boolValue == true {

@@ -6,6 +6,8 @@ public enum ReplicationEndpoint: Codable, Sendable, Hashable, CustomStringConver
     case database(String)
     /// A database by URL, with optional extra request headers (for example `Authorization`) and
     /// Basic credentials (sent as `auth.basic`, CouchDB 3.2+) instead of credentials in the URL.
+    /// CouchDB takes credentials in the URL verbatim, without percent-decoding them, so a name or
+    /// password with a character a URL must escape works only in `basicAuth`.
     case remote(url: URL, headers: [String: String] = [:], basicAuth: Credentials? = nil)
 
     public init(from decoder: any Decoder) throws {

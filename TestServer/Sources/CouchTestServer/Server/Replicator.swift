@@ -1,6 +1,7 @@
 import CouchQuery
 import CouchStore
 import Foundation
+import HTTPWire
 
 /// Replication jobs: continuous `_replicate` requests and `_replicator` documents, as `_scheduler` lists them.
 final class ReplicationScheduler: @unchecked Sendable {
@@ -262,6 +263,64 @@ extension ServerEngine {
 
     // MARK: - /_replicate (between databases of this server)
 
+    /// Checks the credentials a replication endpoint given as a URL carries, as CouchDB 3.5's replicator
+    /// presents them to the server it replicates from or to: `auth.basic` first, then the URL's user
+    /// information taken verbatim (CouchDB does not percent-decode it: `%2D` stays three characters),
+    /// then a Basic `Authorization` header. Wrong credentials are CouchDB's 500 `replication_auth_error`
+    /// (its session request was refused); none, for a database the anonymous user may not read, its 401.
+    /// A plain database name is the requesting user's and is not checked here.
+    func checkReplicationEndpoint(_ endpoint: JSON?) throws(CouchError) {
+        guard let endpoint, let text = endpoint.stringValue ?? endpoint["url"]?.stringValue,
+            let schemeEnd = text.range(of: "://"), text.hasPrefix("http")
+        else { return }
+        let afterScheme = text[schemeEnd.upperBound...]
+        let authority = afterScheme.prefix { $0 != "/" }
+        let rest = afterScheme.dropFirst(authority.count)
+        var hostPort = authority
+        var fromURL: (String, String)?
+        if let at = authority.lastIndex(of: "@") {
+            let userInfo = authority[..<at]
+            hostPort = authority[authority.index(after: at)...]
+            if let colon = userInfo.firstIndex(of: ":") {
+                fromURL = (String(userInfo[..<colon]), String(userInfo[userInfo.index(after: colon)...]))
+            }
+        }
+        var fromAuth: (String, String)?
+        if let basic = endpoint["auth"]?["basic"], let name = basic["username"]?.stringValue,
+            let password = basic["password"]?.stringValue
+        {
+            fromAuth = (name, password)
+        }
+        var fromHeader: (String, String)?
+        if case .object(let headers)? = endpoint["headers"],
+            let value = headers.first(where: { $0.0.lowercased() == "authorization" })?.1.stringValue,
+            value.lowercased().hasPrefix("basic "),
+            let data = Data(base64Encoded: value.dropFirst(6).trimmingCharacters(in: .whitespaces)),
+            let pair = String(data: data, encoding: .utf8), let colon = pair.firstIndex(of: ":")
+        {
+            fromHeader = (String(pair[..<colon]), String(pair[pair.index(after: colon)...]))
+        }
+        let base = text[..<schemeEnd.upperBound] + hostPort
+        var user = UserContext.anonymous
+        if let (name, password) = fromAuth ?? fromURL ?? fromHeader {
+            guard let creds = try authenticate(name: name, password: password) else {
+                throw CouchError(
+                    500, "replication_auth_error", "{session_request_unauthorized,\"\(base)/_session\",\"\(name)\"}")
+            }
+            user = UserContext(name: creds.name, roles: creds.roles)
+        }
+        var path = String(rest)
+        while path.hasSuffix("/") { path.removeLast() }
+        let probe = store.handle(
+            ServerRequest(
+                method: "GET", rawPath: path.isEmpty ? "/" : path, rawQuery: nil, headers: HTTPHeaders(),
+                body: Data()),
+            user: user)
+        if probe.status == 401 || probe.status == 403 {
+            throw CouchError(401, "unauthorized", "unauthorized to access or create database \(base)\(path)/")
+        }
+    }
+
     func replicate(_ ctx: ServerContext) throws(CouchError) -> ServerResponse {
         guard ctx.method == "POST" else { throw CouchError.methodNotAllowed("POST") }
         guard ctx.request.contentTypeIsJSON else { throw CouchError.badContentType }
@@ -271,6 +330,8 @@ extension ServerEngine {
             guard scheduler.cancel(id) else { throw CouchError.notFound("missing") }
             return Reply.json(200, ["ok": true, "_local_id": .string(id)])
         }
+        try checkReplicationEndpoint(body["source"])
+        try checkReplicationEndpoint(body["target"])
         let (sourceDB, targetDB) = try store.replicationDatabases(body)
         let docIDs = body["doc_ids"]?.arrayValue?.compactMap(\.stringValue)
         if body["continuous"]?.boolValue == true {
