@@ -402,3 +402,44 @@ import Testing
         #expect(Crypto.md5(writer.data) == Crypto.md5(bytes))
     }
 }
+
+/// A document record names a parent inside the same record by its place (`pi`), and one outside it (a stemmed
+/// tree's) by its revision (`p`); records written before `pi` existed (every parent a `p`) still read the same.
+@Suite struct DocumentRecordParentTests {
+    @Test func parentsAreWrittenByPlaceAndReadBackEitherWay() throws {
+        let dir = makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = try StoreFile.create(at: dir.appendingPathComponent("p.couch"))
+        defer { file.close() }
+        let a = String(repeating: "a", count: 32)
+        let b = String(repeating: "b", count: 32)
+        let c = String(repeating: "c", count: 32)
+        let d = String(repeating: "d", count: 32)
+        let nodes = [
+            RevNode(pos: 2, hash: a, parent: "1-" + d, deleted: false, body: ["v": 1], atts: []),
+            RevNode(pos: 3, hash: b, parent: "2-" + a, deleted: false, body: ["v": 2], atts: []),
+            RevNode(pos: 3, hash: c, parent: "2-" + a, deleted: true, body: [:], atts: []),
+        ]
+        let (bytes, _) = DocumentRecord.encode(id: "x", seq: 1, nodes: nodes, in: file)
+        let head = try DocumentRecord.head(bytes[...])
+        let added = try #require(head["add"]?.arrayValue)
+        #expect(added[0]["p"]?.stringValue == "1-" + d)  // not in the record (stemmed away)
+        #expect(added[1]["pi"] == 0 && added[1]["p"] == nil)
+        #expect(added[2]["pi"] == 0 && added[2]["p"] == nil)
+        let read = DocumentRecord.nodes(fromHead: head, file: file, offset: 0)
+        #expect(read.map(\.rev) == nodes.map(\.rev))
+        #expect(read.map(\.parent) == nodes.map(\.parent))
+
+        // The earlier layout: every parent by revision.
+        let legacy = try JSON.parse(
+            Data(#"{"id":"x","seq":1,"add":[{"r":"2-\#(a)"},{"r":"3-\#(b)","p":"2-\#(a)"}]}"#.utf8))
+        #expect(DocumentRecord.nodes(fromHead: legacy, file: file, offset: 0).map(\.parent) == [nil, "2-" + a])
+
+        // A place that is out of range or the node itself names no parent (never a cycle, never a trap).
+        let hostile = try JSON.parse(
+            Data(
+                #"{"id":"x","seq":1,"add":[{"r":"2-\#(a)","pi":0},{"r":"3-\#(b)","pi":-1},{"r":"4-\#(c)","pi":9}]}"#
+                    .utf8))
+        #expect(DocumentRecord.nodes(fromHead: hostile, file: file, offset: 0).map(\.parent) == [nil, nil, nil])
+    }
+}

@@ -50,10 +50,19 @@ enum DocumentRecord {
         var placed: [(index: Int, size: Int)?] = []
         var heads: [JSON] = []
         var written = 0
+        var position: [String: Int] = [:]
+        for (index, node) in nodes.enumerated() { position[node.rev] = index }
         for node in nodes {
-            // Defaults are left out (no parent, not deleted, no attachments): compacted files stay small.
+            // Defaults are left out (no parent, not deleted, no attachments), and a parent in this record
+            // is named by its place in `add` (`pi`) rather than its revision: compacted files stay small.
             var members: [(String, JSON)] = [("r", .string(node.rev))]
-            if let parent = node.parent { members.append(("p", .string(parent))) }
+            if let parent = node.parent {
+                if let index = position[parent] {
+                    members.append(("pi", .int(Int64(index))))
+                } else {
+                    members.append(("p", .string(parent)))
+                }
+            }
             if node.deleted { members.append(("d", true)) }
             switch node.storedBody {
             case .stored(let f, let offset, let index, let size) where f === file:
@@ -105,8 +114,14 @@ enum DocumentRecord {
     /// The nodes a document record's head describes, their bodies and attachments pointing into `file`.
     static func nodes(fromHead head: JSON, file: StoreFile, offset: Int64) -> [RevNode] {
         var out: [RevNode] = []
-        for node in head["add"]?.arrayValue ?? [] {
+        let added = head["add"]?.arrayValue ?? []
+        let revs = added.map { $0["r"]?.stringValue }
+        for (place, node) in added.enumerated() {
             guard let rev = node["r"]?.stringValue, let (pos, hash) = parseRev(rev) else { continue }
+            var parent = node["p"]?.stringValue
+            if let index = node["pi"]?.intValue, index >= 0, index < Int64(revs.count), Int(index) != place {
+                parent = revs[Int(index)]
+            }
             let atts: [Attachment] = (node["a"]?.arrayValue ?? []).compactMap { a in
                 guard let name = a["n"]?.stringValue, let digest = a["dg"]?.stringValue,
                     let length = a["len"]?.intValue, length >= 0
@@ -133,7 +148,7 @@ enum DocumentRecord {
             }
             out.append(
                 RevNode(
-                    pos: pos, hash: hash, parent: node["p"]?.stringValue, deleted: node["d"]?.boolValue ?? false,
+                    pos: pos, hash: hash, parent: parent, deleted: node["d"]?.boolValue ?? false,
                     storedBody: body, atts: atts))
         }
         return out
