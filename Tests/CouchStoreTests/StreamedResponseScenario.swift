@@ -16,6 +16,8 @@ enum StreamedResponseScenario {
         var streamed: Bool
         /// The chunks a streamed body was written in.
         var chunks: [Data]
+        /// Whether the producer cut the streamed body short.
+        var aborted = false
     }
 
     /// Sends one request to `engine` and collects its answer.
@@ -40,17 +42,19 @@ enum StreamedResponseScenario {
             produce(collector)
             return Answer(
                 status: response.status, body: collector.chunks.reduce(into: Data()) { $0.append($1) }, streamed: true,
-                chunks: collector.chunks)
+                chunks: collector.chunks, aborted: collector.aborted)
         }
     }
 
     final class ChunkList: ChunkWriter, @unchecked Sendable {
         // @unchecked: written only by the producer running synchronously in `send`.
         var chunks: [Data] = []
+        var aborted = false
         func write(_ data: Data) -> Bool {
             chunks.append(data)
             return true
         }
+        func abort() { aborted = true }
     }
 
     /// 64-bit FNV-1a of `data`, to compare large bodies by digest.

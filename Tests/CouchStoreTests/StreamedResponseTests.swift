@@ -139,6 +139,44 @@ import Testing
         }
     }
 
+    @Test("A document that cannot be read once the answer has begun ends the body short (aborted), never a trap")
+    func aReadFailureWhileStreamingAbortsTheBody() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("streamed-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var options = CouchEngine.Options()
+        options.dataDirectory = directory
+        // The feed interleaves the database's shards: the document damaged is the 1,500th of the feed.
+        var damaged = ""
+        do {
+            let engine = try CouchEngine(options: options)
+            StreamedResponseScenario.populate(engine)
+            let feed = StreamedResponseScenario.send(engine, "GET", "/s/_changes?limit=1500")
+            let rows = (try JSONSerialization.jsonObject(with: feed.body) as? [String: Any])?["results"] as? [[String: Any]]
+            damaged = try #require(rows?.last?["id"] as? String)
+            engine.close()
+        }
+        // Damage that document's record: its batch is the second of the feed.
+        let n = try #require(Int(damaged.dropFirst()))
+        let marker = Data("row \(n) of the scenario".utf8)
+        let files = (FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.allObjects ?? [])
+            .compactMap { $0 as? URL }
+        let file = try #require(files.first { (try? Data(contentsOf: $0))?.range(of: marker) != nil })
+        var bytes = try Data(contentsOf: file)
+        let at = try #require(bytes.range(of: marker)).lowerBound
+        bytes[at] ^= 0xFF
+        try bytes.write(to: file)
+        let engine = try CouchEngine(options: options)
+        defer { engine.close() }
+        let answer = StreamedResponseScenario.send(engine, "GET", "/s/_changes?limit=2000&include_docs=true")
+        #expect(answer.status == 200)
+        #expect(answer.streamed)
+        #expect(answer.aborted, "the body was not cut short")
+        let text = String(decoding: answer.body, as: UTF8.self)
+        #expect(text.hasPrefix("{\"results\":[\n"))
+        #expect(!text.contains("last_seq"), "an aborted feed must not look complete")
+        #expect(count(#""id":""#, in: answer.body) == 1_000, "the first batch was sent whole")
+    }
+
     static var bulkGetBody: String {
         let specs = (0..<StreamedResponseScenario.documentCount).map { String(format: "{\"id\":\"d%04d\"}", $0) }
         return "{\"docs\":[\(specs.joined(separator: ","))]}"
