@@ -151,7 +151,8 @@ import Testing
             let engine = try CouchEngine(options: options)
             StreamedResponseScenario.populate(engine)
             let feed = StreamedResponseScenario.send(engine, "GET", "/s/_changes?limit=1500")
-            let rows = (try JSONSerialization.jsonObject(with: feed.body) as? [String: Any])?["results"] as? [[String: Any]]
+            let rows =
+                (try JSONSerialization.jsonObject(with: feed.body) as? [String: Any])?["results"] as? [[String: Any]]
             damaged = try #require(rows?.last?["id"] as? String)
             engine.close()
         }

@@ -76,7 +76,8 @@ struct MemoryEndToEndTests {
 }
 
 extension MemoryEndToEndTests {
-    @Test("A TestServer streams _all_docs?include_docs=true of 20,000 documents (20 MiB) with memory bounded by a batch")
+    @Test(
+        "A TestServer streams _all_docs?include_docs=true of 20,000 documents (20 MiB) with memory bounded by a batch")
     func serverStreamsAllDocsWithBodies() async throws {
         #if canImport(FoundationNetworking)
             if E2EEnvironment.transportChoice == "urlsession" {
@@ -93,7 +94,9 @@ extension MemoryEndToEndTests {
         let rows = try #require(readings["rows"])
         let before = try #require(readings["rss_before_read"])
         let peak = try #require(readings["peak_rss"])
-        print("Memory, serving _all_docs?include_docs of 20,000 1 KiB documents: \(before >> 20) MiB before, peak \(peak >> 20) MiB")
+        print(
+            "Memory, serving _all_docs?include_docs of 20,000 1 KiB documents: \(before >> 20) MiB before, peak \(peak >> 20) MiB"
+        )
         #expect(rows == 20_000)
         // Built whole, the answer held every body at once (as JSON values, then as text and bytes): well over 60 MiB.
         #expect(peak - before < 24 << 20, "grew \((peak - before) >> 20) MiB while serving 20 MiB of documents")
