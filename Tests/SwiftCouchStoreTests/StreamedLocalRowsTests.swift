@@ -42,4 +42,34 @@ struct StreamedLocalRowsTests {
         #expect(changes.results.count == 2_100)
         #expect(changes.pending == 400)
     }
+    @Test("A stored document that cannot be read once the answer has begun fails the call; it never looks complete")
+    func aBodyCutShortIsAnError() async throws {
+        let directory = LocalStoreFixture.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var damaged = 0
+        do {
+            let database = try await LocalDatabase.open(at: directory)
+            _ = try await database.bulk(documents(2_500))
+            // The feed interleaves shards: the 1,500th change is in the answer's second batch.
+            let changes = try await database.changes(limit: 1_500, as: JSONValue.self)
+            let last = try #require(changes.results.last?.id)
+            damaged = try #require(Int(last.dropFirst()))
+            database.close()
+        }
+        let marker = Data("document \(damaged) of the local rows".utf8)
+        let files = (FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.allObjects ?? [])
+            .compactMap { $0 as? URL }
+        let file = try #require(files.first { (try? Data(contentsOf: $0))?.range(of: marker) != nil })
+        var bytes = try Data(contentsOf: file)
+        bytes[try #require(bytes.range(of: marker)).lowerBound] ^= 0xFF
+        try bytes.write(to: file)
+        let database = try await LocalDatabase.open(at: directory)
+        defer { database.close() }
+        do {
+            let changes = try await database.changes(limit: 2_000, includeDocs: true, as: Numbered.self)
+            Issue.record("a feed cut short was taken as whole: \(changes.results.count) rows")
+        } catch {
+            #expect("\(error)".contains("cut short"), "\(error)")
+        }
+    }
 }
