@@ -9,7 +9,7 @@ enum StreamedResponseScenario {
     /// How many documents the database holds (design documents aside): more than two batches.
     static let documentCount = 2_500
 
-    struct Answer {
+    struct Answer: Sendable {
         var status: Int
         var body: Data
         /// The body as the engine returned it: `.data` when built whole, `.stream` when streamed.

@@ -64,37 +64,54 @@ import Testing
     /// Answers whose body is not the same from run to run (a random `ref` in the error): status only.
     static let statusOnly: Set<Int> = [15]
 
-    func withScenario(_ body: (CouchEngine) throws -> Void) throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("streamed-\(UUID())")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        var options = CouchEngine.Options()
-        options.dataDirectory = directory
-        let engine = try CouchEngine(options: options)
-        defer { engine.close() }
-        StreamedResponseScenario.populate(engine)
-        try body(engine)
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
     }
 
-    @Test("Every streamed answer has the bytes it had when it was built whole (51 requests, many parameters)")
-    func answersAreByteIdenticalToTheWholeOnes() throws {
-        try withScenario { engine in
-            let requests = StreamedResponseScenario.requests
-            #expect(requests.count == Self.recorded.count)
-            for (index, status, length, digest) in Self.recorded where index < requests.count {
-                let (method, target, json) = requests[index]
-                let answer = StreamedResponseScenario.send(engine, method, target, json: json)
-                #expect(answer.status == status, "\(method) \(target)")
-                if Self.statusOnly.contains(index) { continue }
-                #expect(answer.body.count == length, "\(method) \(target)")
-                #expect(
-                    StreamedResponseScenario.digest(answer.body) == digest,
-                    "\(method) \(target): \(String(decoding: answer.body.prefix(200), as: UTF8.self))")
+    /// Runs `body` on a Dispatch thread (the engine's work blocks; the cooperative pool must not wait for it).
+    static func onDispatch<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+        }
+    }
+
+    /// The answers to `requests` from an engine holding the scenario's database.
+    static func answers(_ requests: [(String, String, String?)]) async throws -> [StreamedResponseScenario.Answer] {
+        let list = requests.map { [$0.0, $0.1, $0.2 ?? ""] }
+        return try await onDispatch {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("streamed-\(UUID())")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            var options = CouchEngine.Options()
+            options.dataDirectory = directory
+            let engine = try CouchEngine(options: options)
+            defer { engine.close() }
+            StreamedResponseScenario.populate(engine)
+            return list.map { request in
+                StreamedResponseScenario.send(
+                    engine, request[0], request[1], json: request[2].isEmpty ? nil : request[2])
             }
         }
     }
 
+    @Test("Every streamed answer has the bytes it had when it was built whole (51 requests, many parameters)")
+    func answersAreByteIdenticalToTheWholeOnes() async throws {
+        let requests = StreamedResponseScenario.requests
+        #expect(requests.count == Self.recorded.count)
+        let answers = try await Self.answers(requests)
+        for (index, status, length, digest) in Self.recorded where index < requests.count {
+            let (method, target, _) = requests[index]
+            let answer = answers[index]
+            #expect(answer.status == status, "\(method) \(target)")
+            if Self.statusOnly.contains(index) { continue }
+            #expect(answer.body.count == length, "\(method) \(target)")
+            #expect(
+                StreamedResponseScenario.digest(answer.body) == digest,
+                "\(method) \(target): \(String(decoding: answer.body.prefix(200), as: UTF8.self))")
+        }
+    }
+
     /// How many rows a chunk holds: occurrences of `marker`.
-    func count(_ marker: String, in chunk: Data) -> Int {
+    static func count(_ marker: String, in chunk: Data) -> Int {
         let needle = Array(marker.utf8)
         let bytes = [UInt8](chunk)
         guard bytes.count >= needle.count else { return 0 }
@@ -111,27 +128,26 @@ import Testing
         return found
     }
 
-    @Test(
-        "Row responses are streams whose chunks hold at most a batch of rows",
-        arguments: [
-            ("GET", "/s/_all_docs?include_docs=true", nil, #""id":""#, 2_476),
-            ("POST", "/s/_all_docs?include_docs=true", #"{"keys":["d0001","d0002"]}"#, #""id":""#, 2),
-            ("GET", "/s/_design/v/_view/by_n?include_docs=true", nil, #""id":""#, 2_474),
-            ("GET", "/s/_design/v/_view/by_tag?reduce=false&include_docs=true", nil, #""id":""#, 2_474),
-            ("POST", "/s/_find", #"{"selector":{"n":{"$gte":0}},"limit":2400}"#, #"{"_id":""#, 2_400),
-            ("GET", "/s/_changes?limit=2200&include_docs=true", nil, #""id":""#, 2_200),
-            ("GET", "/s/_changes?descending=true&limit=2100", nil, #""id":""#, 2_100),
-            ("POST", "/s/_changes?filter=_selector", #"{"selector":{"n":{"$gte":0}}}"#, #""id":""#, 2_474),
-            ("POST", "/s/_bulk_get", Self.bulkGetBody, #"{"id":""#, 2_500),
-        ] as [(String, String, String?, String, Int)])
-    func rowResponsesAreStreamedInBatches(
-        _ request: (method: String, target: String, json: String?, marker: String, rows: Int)
-    ) throws {
-        try withScenario { engine in
-            let answer = StreamedResponseScenario.send(engine, request.method, request.target, json: request.json)
+    /// Requests whose answers must stream, the text that starts each of their rows, and how many rows they have.
+    static let streamedRequests: [(method: String, target: String, json: String?, marker: String, rows: Int)] = [
+        ("GET", "/s/_all_docs?include_docs=true", nil, #""id":""#, 2_476),
+        ("POST", "/s/_all_docs?include_docs=true", #"{"keys":["d0001","d0002"]}"#, #""id":""#, 2),
+        ("GET", "/s/_design/v/_view/by_n?include_docs=true", nil, #""id":""#, 2_474),
+        ("GET", "/s/_design/v/_view/by_tag?reduce=false&include_docs=true", nil, #""id":""#, 2_474),
+        ("POST", "/s/_find", #"{"selector":{"n":{"$gte":0}},"limit":2400}"#, #"{"_id":""#, 2_400),
+        ("GET", "/s/_changes?limit=2200&include_docs=true", nil, #""id":""#, 2_200),
+        ("GET", "/s/_changes?descending=true&limit=2100", nil, #""id":""#, 2_100),
+        ("POST", "/s/_changes?filter=_selector", #"{"selector":{"n":{"$gte":0}}}"#, #""id":""#, 2_474),
+        ("POST", "/s/_bulk_get", bulkGetBody, #"{"id":""#, 2_500),
+    ]
+
+    @Test("Row responses are streams whose chunks hold at most a batch of rows")
+    func rowResponsesAreStreamedInBatches() async throws {
+        let answers = try await Self.answers(Self.streamedRequests.map { ($0.method, $0.target, $0.json) })
+        for (request, answer) in zip(Self.streamedRequests, answers) {
             #expect(answer.status == 200)
             #expect(answer.streamed, "\(request.target) is built whole")
-            let perChunk = answer.chunks.map { count(request.marker, in: $0) }
+            let perChunk = answer.chunks.map { Self.count(request.marker, in: $0) }
             #expect(perChunk.reduce(0, +) == request.rows, "\(request.target)")
             #expect(perChunk.allSatisfy { $0 <= 1_000 }, "\(request.target): rows per chunk \(perChunk)")
             let batches = (request.rows + 999) / 1_000
@@ -140,42 +156,48 @@ import Testing
     }
 
     @Test("A document that cannot be read once the answer has begun ends the body short (aborted), never a trap")
-    func aReadFailureWhileStreamingAbortsTheBody() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("streamed-\(UUID())")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        var options = CouchEngine.Options()
-        options.dataDirectory = directory
-        // The feed interleaves the database's shards: the document damaged is the 1,500th of the feed.
-        var damaged = ""
-        do {
+    func aReadFailureWhileStreamingAbortsTheBody() async throws {
+        let answer = try await Self.onDispatch { () throws -> StreamedResponseScenario.Answer in
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("streamed-\(UUID())")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            var options = CouchEngine.Options()
+            options.dataDirectory = directory
+            // The feed interleaves the database's shards: the document damaged is the 1,500th of the feed.
+            var damaged = ""
+            do {
+                let engine = try CouchEngine(options: options)
+                StreamedResponseScenario.populate(engine)
+                let feed = StreamedResponseScenario.send(engine, "GET", "/s/_changes?limit=1500")
+                let rows =
+                    (try JSONSerialization.jsonObject(with: feed.body) as? [String: Any])?["results"]
+                    as? [[String: Any]]
+                damaged = rows?.last?["id"] as? String ?? ""
+                engine.close()
+            }
+            // Damage that document's record: its batch is the second of the feed.
+            guard let n = Int(damaged.dropFirst()) else { throw Failure(description: "no 1,500th change") }
+            let marker = Data("row \(n) of the scenario".utf8)
+            let files =
+                (FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.allObjects ?? [])
+                .compactMap { $0 as? URL }
+            guard let file = files.first(where: { (try? Data(contentsOf: $0))?.range(of: marker) != nil }) else {
+                throw Failure(description: "no file holds \(damaged)")
+            }
+            var bytes = try Data(contentsOf: file)
+            guard let at = bytes.range(of: marker)?.lowerBound else { throw Failure(description: "no marker") }
+            bytes[at] ^= 0xFF
+            try bytes.write(to: file)
             let engine = try CouchEngine(options: options)
-            StreamedResponseScenario.populate(engine)
-            let feed = StreamedResponseScenario.send(engine, "GET", "/s/_changes?limit=1500")
-            let rows =
-                (try JSONSerialization.jsonObject(with: feed.body) as? [String: Any])?["results"] as? [[String: Any]]
-            damaged = try #require(rows?.last?["id"] as? String)
-            engine.close()
+            defer { engine.close() }
+            return StreamedResponseScenario.send(engine, "GET", "/s/_changes?limit=2000&include_docs=true")
         }
-        // Damage that document's record: its batch is the second of the feed.
-        let n = try #require(Int(damaged.dropFirst()))
-        let marker = Data("row \(n) of the scenario".utf8)
-        let files = (FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.allObjects ?? [])
-            .compactMap { $0 as? URL }
-        let file = try #require(files.first { (try? Data(contentsOf: $0))?.range(of: marker) != nil })
-        var bytes = try Data(contentsOf: file)
-        let at = try #require(bytes.range(of: marker)).lowerBound
-        bytes[at] ^= 0xFF
-        try bytes.write(to: file)
-        let engine = try CouchEngine(options: options)
-        defer { engine.close() }
-        let answer = StreamedResponseScenario.send(engine, "GET", "/s/_changes?limit=2000&include_docs=true")
         #expect(answer.status == 200)
         #expect(answer.streamed)
         #expect(answer.aborted, "the body was not cut short")
         let text = String(decoding: answer.body, as: UTF8.self)
         #expect(text.hasPrefix("{\"results\":[\n"))
         #expect(!text.contains("last_seq"), "an aborted feed must not look complete")
-        #expect(count(#""id":""#, in: answer.body) == 1_000, "the first batch was sent whole")
+        #expect(Self.count(#""id":""#, in: answer.body) == 1_000, "the first batch was sent whole")
     }
 
     static var bulkGetBody: String {

@@ -90,7 +90,13 @@ extension MemoryEndToEndTests {
             return
         }
         // The child runs both the server and the client (which streams the rows flat): what grows is the server's.
-        let readings = try runProbe("served-rows", url: nil, database: "memory-served-rows")
+        // The child runs for a while: wait for it on a Dispatch thread, not on the cooperative pool.
+        let readings = try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(
+                    with: Result { try runProbe("served-rows", url: nil, database: "memory-served-rows") })
+            }
+        }
         let rows = try #require(readings["rows"])
         let before = try #require(readings["rss_before_read"])
         let peak = try #require(readings["peak_rss"])
