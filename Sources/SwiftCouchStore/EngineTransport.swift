@@ -81,11 +81,12 @@ struct EngineTransport: Transport {
             case .empty: break
             case .data(let bytes): data = bytes
             case .stream(let produce):
-                produce(
-                    ChunkCollector(call: call) { chunk in
-                        data.append(chunk)
-                        return limit.map { data.count <= $0 } ?? true
-                    })
+                let collector = ChunkCollector(call: call) { chunk in
+                    data.append(chunk)
+                    return limit.map { data.count <= $0 } ?? true
+                }
+                produce(collector)
+                if collector.aborted.value { return call.finish(.failure(Self.aborted(received: data.count))) }
             }
             if let limit, data.count > limit {
                 return call.finish(.failure(Self.tooLarge(data.count, limit: limit)))
@@ -130,12 +131,13 @@ struct EngineTransport: Transport {
                 }
             case .stream(let produce):
                 var received = 0
-                produce(
-                    ChunkCollector(call: call) { chunk in
-                        received += chunk.count
-                        receiver.receive(chunk: chunk)
-                        return true
-                    })
+                let collector = ChunkCollector(call: call) { chunk in
+                    received += chunk.count
+                    receiver.receive(chunk: chunk)
+                    return true
+                }
+                produce(collector)
+                if collector.aborted.value { return call.finish(.failure(Self.aborted(received: received))) }
                 if let error = Self.cutShort(response, received: received) { return call.finish(.failure(error)) }
             }
             call.finish(.success(HTTPResponse(statusCode: response.status)))
@@ -191,6 +193,14 @@ struct EngineTransport: Transport {
             kind: .transport,
             message: "The response body ended after \(received) of its \(declared) bytes (the engine could not read"
                 + " the rest).")
+    }
+
+    /// The error for a streamed body its producer cut short (a stored document it could not read once the
+    /// answer had begun), as an HTTP client sees a chunked body that ends without its last chunk.
+    static func aborted(received: Int) -> CouchError {
+        CouchError(
+            kind: .transport,
+            message: "The response body was cut short after \(received) bytes (the engine could not read the rest).")
     }
 
     static func tooLarge(_ size: Int, limit: Int) -> URLError {
@@ -265,11 +275,20 @@ private struct ChunkCollector: ChunkWriter, @unchecked Sendable {
     // @unchecked: `deliver` runs only on the one thread the engine's producer runs on.
     let call: EngineCall
     let deliver: (Data) -> Bool
+    /// Set when the producer cut the body short.
+    let aborted = Flag()
+
+    final class Flag: @unchecked Sendable {
+        // @unchecked: set and read on the producer's one thread.
+        var value = false
+    }
 
     func write(_ data: Data) -> Bool {
         guard call.waitWhilePaused() else { return false }
         return deliver(data)
     }
+
+    func abort() { aborted.value = true }
 }
 
 /// One request in the engine: cancelled at most once, finished exactly once, paused and resumed by

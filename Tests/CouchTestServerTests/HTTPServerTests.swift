@@ -60,6 +60,15 @@ final class HTTPTestEchoHandler: RequestHandler, @unchecked Sendable {
                 body: .stream { writer in
                     for i in 0..<rows { writer.write(Data("{\"row\":\(i)}\n".utf8)) }
                 })
+        case "/aborted-stream":
+            // A chunked body whose producer fails after two rows (a stored document it could not read).
+            return ServerResponse(
+                status: 200, headers: ["Content-Type": "application/json"],
+                body: .stream { writer in
+                    for i in 0..<2 { writer.write(Data("{\"row\":\(i)}\n".utf8)) }
+                    writer.abort()
+                    writer.write(Data("not sent".utf8))
+                })
         case "/endless":
             // Writes until the client has gone away (or the server stops), at most ~60 s.
             return ServerResponse(
@@ -368,6 +377,20 @@ struct HTTPServerTests {
         let cut = try long.request(method: "GET", target: "/long-stream")
         #expect(cut.body.count == 30)
         #expect(throws: (any Error).self) { _ = try long.request(method: "GET", target: "/after") }
+    }
+
+    @Test func anAbortedChunkedBodyEndsWithoutItsLastChunk() throws {
+        let server = try start()
+        defer { server.stop() }
+        // As CouchDB aborts a response whose read fails once it has begun: the connection closes mid-body, so the
+        // client sees the body cut short, never a complete one.
+        let connection = try RawHTTPConnection(port: server.port, timeout: 10)
+        #expect {
+            _ = try connection.request(method: "GET", target: "/aborted-stream")
+        } throws: { error in
+            guard case RawHTTPConnection.Failure.closedMidBody(_, let partial) = error else { return false }
+            return partial == Data("{\"row\":0}\n{\"row\":1}\n".utf8)
+        }
     }
 
     @Test func streamWriterReportsAClosedPeer() throws {

@@ -97,6 +97,82 @@ struct MemoryEndToEndTests {
     }
 }
 
+extension MemoryEndToEndTests {
+    @Test(
+        "A TestServer streams _all_docs?include_docs=true of 20,000 documents (20 MiB) with memory bounded by a batch")
+    func serverStreamsAllDocsWithBodies() async throws {
+        #if canImport(FoundationNetworking)
+            if E2EEnvironment.transportChoice == "urlsession" {
+                print("Skipping a memory test: SWIFTCOUCH_TRANSPORT=urlsession cannot bound memory on Linux.")
+                return
+            }
+        #endif
+        guard E2EEnvironment.shared.testServer != nil else {
+            print("Skipping a memory test: it measures a TestServer of its own (COUCHDB_URL is set).")
+            return
+        }
+        // The child runs both the server and the client (which streams the rows flat): what grows is the server's.
+        // The child runs for a while: wait for it on a Dispatch thread, not on the cooperative pool.
+        let readings = try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(
+                    with: Result { try runProbe("served-rows", url: nil, database: "memory-served-rows") })
+            }
+        }
+        let rows = try #require(readings["rows"])
+        let before = try #require(readings["rss_before_read"])
+        let peak = try #require(readings["peak_rss"])
+        print(
+            "Memory, serving _all_docs?include_docs of 20,000 1 KiB documents: \(before >> 20) MiB before, peak \(peak >> 20) MiB"
+        )
+        #expect(rows == 20_000)
+        // Built whole, the answer held every body at once (as JSON values, then as text and bytes): well over 60 MiB.
+        #expect(peak - before < 24 << 20, "grew \((peak - before) >> 20) MiB while serving 20 MiB of documents")
+    }
+}
+
+/// A document of about 1 KiB.
+struct LargeProbeDocument: Codable, Sendable {
+    var _id: String?
+    var n: Int
+    var text: String
+}
+
+/// A TestServer of the child's own: 20,000 documents of about 1 KiB written, the peak mark reset, then
+/// `_all_docs?include_docs=true` read as a row stream, so the peak shows what serving it costs the server.
+private func probeServedRows(database db: String) async throws {
+    let server = try TestServer.start()
+    defer { server.stop() }
+    var configuration = Configuration()
+    E2EEnvironment.selectTransport(&configuration)
+    let client = CouchDBClient(
+        url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
+        configuration: configuration)
+    defer { client.shutdown() }
+    try await client.execute(CreateDatabaseOperation(name: db))
+    let writer = BulkWriter<LargeProbeDocument>(
+        client: client, database: db, options: .init(batchSize: 2_000, maximumBatchesInFlight: 1))
+    let text = String(repeating: "0123456789abcdef", count: 62)
+    for index in 0..<20_000 {
+        try await writer.add(LargeProbeDocument(_id: String(format: "r%07d", index), n: index, text: text))
+    }
+    _ = try await writer.finish()
+    var options = KeyRangeOptions()
+    options.includeDocs = true
+    // What the writes freed goes back to the system, so that an answer built whole would show as growth.
+    trimMallocArenas()
+    let before = residentBytes()
+    resetPeak()
+    var count: Int64 = 0
+    for try await row in client.rows(
+        AllDocsOperation<LargeProbeDocument>(database: db, options: options), bufferSize: 64)
+    {
+        if row.doc?.n != Int(count) { Issue.record("row \(count) out of order") }
+        count += 1
+    }
+    report(["rows": count, "rss_before_read": before, "peak_rss": peakResidentBytes()])
+}
+
 /// The client side of the memory tests, run only in the child process.
 @Suite(
     "Memory probe (child process only)",
@@ -112,6 +188,10 @@ struct MemoryProbe {
         }
         if environment["SWIFTCOUCH_MEMORY_PROBE"] == "served-upload" {
             try await probeServedUpload(database: db)
+            return
+        }
+        if environment["SWIFTCOUCH_MEMORY_PROBE"] == "served-rows" {
+            try await probeServedRows(database: db)
             return
         }
         let url = try #require(environment["PROBE_URL"].flatMap(URL.init(string:)))
@@ -346,6 +426,17 @@ func runProbe(_ kind: String, url: URL?, database: String) throws -> [String: In
 
 func report(_ values: [String: Int64]) {
     print("PROBE " + values.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+}
+
+/// Gives the memory malloc holds free back to the system (glibc's `malloc_trim`, looked up at run time), so that a
+/// reading taken next counts what is in use.
+func trimMallocArenas() {
+    #if os(Linux)
+        typealias Trim = @convention(c) (Int) -> Int32
+        if let symbol = dlsym(dlopen(nil, RTLD_NOW), "malloc_trim") {
+            _ = unsafeBitCast(symbol, to: Trim.self)(0)
+        }
+    #endif
 }
 
 /// Current resident memory (VmRSS), in bytes.

@@ -498,135 +498,29 @@ enum MangoFind {
         requestBody: JSON, databaseName: String, designDocuments: [JSON], documents: [MangoDocument],
         partition: String?, partitionedDatabase: Bool?
     ) throws(MangoError) -> JSON {
-        let started = Date()
-        let options = try FindOptions(requestBody, partition: partition)
-        let partitioned = partitionedDatabase ?? (partition != nil)
-        let plan = try plan(options, designDocuments: designDocuments, partitionedDatabase: partitioned, forFind: true)
-        guard let index = plan.index else {
-            return ["docs": []]
-        }
-        if index.type == "text" || options.selector.isTextSearch {
-            throw MangoError(status: 503, error: "required index service unavailable", reason: "text")
-        }
-        let k = keys(plan)
-        if k.unsatisfiable { return ["docs": []] }
-        var position: MangoBookmark.Position?
-        if let b = options.bookmark { position = try MangoBookmark.decode(b) }
-        let descending = options.sort.first?.direction == "desc"
-        let covering = covers(index, requiredFields(options))
-
-        // Build the rows: (key, id, document).
-        struct Row {
-            var key: JSON
-            var id: String
-            var doc: MangoDocument
-        }
-        var rows: [Row] = []
-        if index.isSpecial {
-            for d in documents {
-                let key = JSON.string(d.id)
-                if let s = k.start, compareRaw(.value(key), s) < 0 { continue }
-                if let e = k.end, compareRaw(.value(key), e) > 0 { continue }
-                rows.append(Row(key: key, id: d.id, doc: d))
-            }
-            rows.sort { Collation.compareRaw($0.id, $1.id) < 0 }
-        } else {
-            let columns = index.columns.map { (try? FieldPath.parse($0)) ?? [$0] }
-            let partial = index.partialFilterSelector.flatMap { try? SelectorNode.parse($0) }
-            for d in documents where !d.id.hasPrefix("_design/") {
-                if let partial, !partial.matches(d.body) { continue }
-                var values: [JSON] = []
-                for c in columns {
-                    guard case .found(let v) = FieldPath.get(d.body, c) else { break }
-                    values.append(v)
-                }
-                guard values.count == columns.count else { continue }
-                let keyList = values.map(KeyBound.value)
-                if let s = k.startList, compareLists(keyList, s) < 0 { continue }
-                if let e = k.endList, compareLists(keyList, e) > 0 { continue }
-                rows.append(Row(key: .array(values), id: d.id, doc: d))
-            }
-            rows.sort {
-                let c = Collation.compare($0.key, $1.key)
-                return c != 0 ? c < 0 : Collation.compareRaw($0.id, $1.id) < 0
-            }
-        }
-        if descending { rows.reverse() }
-        var skip = options.skip
-        if let position {
-            skip += 1
-            rows = rows.filter { row in
-                let c =
-                    index.isSpecial
-                    ? Collation.compareRaw(row.id, position.key.stringValue ?? position.docID)
-                    : Collation.compare(row.key, position.key)
-                if c != 0 { return descending ? c < 0 : c > 0 }
-                if index.isSpecial { return true }
-                let d = Collation.compareRaw(row.id, position.docID)
-                return descending ? d <= 0 : d >= 0
-            }
-        }
-
+        let query = try MangoFindQuery(
+            requestBody: requestBody, designDocuments: designDocuments, partition: partition,
+            partitionedDatabase: partitionedDatabase)
+        var byID: [String: MangoDocument] = [:]
+        for document in documents { byID[document.id] = document }
         var docs: [JSON] = []
-        var limit = options.limit
-        var keysExamined = 0
-        var docsExamined = 0
-        var quorumExamined = 0
-        var resultsReturned = 0
-        var bookmarkPosition: MangoBookmark.Position?
-        for row in rows {
-            keysExamined += 1
-            var doc: JSON
-            if covering {
-                doc = .object([("_id", .string(row.id))])
-                if case .array(let values) = row.key {
-                    for (col, v) in zip(index.columns, values) {
-                        doc = FieldPath.set(doc, ((try? FieldPath.parse(col)) ?? [col])[...], v)
-                    }
-                }
-            } else {
-                if options.r > 1 { quorumExamined += 1 } else { docsExamined += 1 }
-                doc = row.doc.body
-                if options.conflicts, !row.doc.conflicts.isEmpty {
-                    doc = doc.setting("_conflicts", .array(row.doc.conflicts.map(JSON.string)))
-                }
-            }
-            if index.isSpecial && row.id.hasPrefix("_design/") { continue }
-            guard options.selector.matches(doc) else { continue }
-            if limit > 0 { bookmarkPosition = MangoBookmark.Position(docID: row.id, key: row.key) }
-            if skip > 0 {
-                skip -= 1
-                continue
-            }
-            if limit > 0 {
-                docs.append(FieldPath.extract(doc, options.fields))
-                limit -= 1
-                resultsReturned += 1
-                continue
-            }
-            break
-        }
+        let tail = query.run(
+            scan: { visit in
+                for document in documents { visit(document) }
+                return true
+            },
+            fetch: { ids in ids.map { byID[$0] } },
+            emit: { batch in
+                docs.append(contentsOf: batch)
+                return true
+            })
+        return .object([("docs", .array(docs))] + (tail ?? []))
+    }
 
-        var response: [(String, JSON)] = [("docs", .array(docs))]
-        if let bookmarkPosition {
-            response.append(("bookmark", .string(MangoBookmark.encode(bookmarkPosition))))
-        } else {
-            response.append(("bookmark", options.bookmark.map(JSON.string) ?? "nil"))
-        }
-        if options.executionStats {
-            let ms = (Date().timeIntervalSince(started) * 1_000_000).rounded() / 1000
-            response.append(
-                (
-                    "execution_stats",
-                    .object([
-                        ("total_keys_examined", .int(Int64(keysExamined))),
-                        ("total_docs_examined", .int(Int64(docsExamined))),
-                        ("total_quorum_docs_examined", .int(Int64(quorumExamined))),
-                        ("results_returned", .int(Int64(resultsReturned))),
-                        ("execution_time_ms", .double(ms)),
-                    ])
-                ))
-        }
+    /// The `warning` of a `_find` answer, nil when there is none.
+    static func warning(index: MangoIndex, options: FindOptions, scanned: Int, returned resultsReturned: Int)
+        -> String?
+    {
         var warnings: [String] = []
         if let first = options.useIndex.first {
             let name = first.hasPrefix("_design/") ? String(first.dropFirst(8)) : first
@@ -642,15 +536,13 @@ enum MangoFind {
             }
         }
         if index.isSpecial { warnings.append("No matching index found, create an index to optimize query time.") }
-        let scanned = docsExamined + quorumExamined
         let ratio = resultsReturned == 0 ? Double(scanned) : Double(scanned) / Double(resultsReturned)
         if ratio > 10 {
             warnings.append(
                 "The number of documents examined is high in proportion to the number of results returned. Consider adding a more specific index to improve this."
             )
         }
-        if !warnings.isEmpty { response.append(("warning", .string(warnings.joined(separator: "\n")))) }
-        return .object(response)
+        return warnings.isEmpty ? nil : warnings.joined(separator: "\n")
     }
 
     /// Key comparison for `_all_docs` (raw order of ids).

@@ -151,13 +151,21 @@ extension CouchEngine {
 
     /// `{"total_rows":…,"offset":…,"rows":[…]}` written the way CouchDB streams it (one row per line).
     func rowsBody(totalRows: JSON, offset: JSON, updateSeq: String? = nil, rows: [JSON]) -> String {
+        rowsHead(totalRows: totalRows, offset: offset, updateSeq: updateSeq)
+            + rows.map(\.serialized).joined(separator: Self.rowSeparator) + Self.rowsTail
+    }
+
+    /// The head of a row response, up to its first row: `{"total_rows":…,"offset":…,"rows":[` and a line break.
+    func rowsHead(totalRows: JSON, offset: JSON, updateSeq: String? = nil) -> String {
         var text = "{\"total_rows\":\(totalRows.serialized),\"offset\":\(offset.serialized)"
         if let updateSeq { text += ",\"update_seq\":\(JSON.string(updateSeq).serialized)" }
         text += ",\"rows\":[\r\n"
-        text += rows.map(\.serialized).joined(separator: ",\r\n")
-        text += "\r\n]}\n"
         return text
     }
+
+    /// What separates the rows of a row response, and what ends it.
+    static let rowSeparator = ",\r\n"
+    static let rowsTail = "\r\n]}\n"
 
     private func docRow(_ db: Database, _ entry: DocEntry, _ args: ViewArgs) -> JSON? {
         guard let winner = entry.winner, !winner.deleted else { return nil }
@@ -168,65 +176,113 @@ extension CouchEngine {
         return .object(pairs)
     }
 
-    /// Rows for a `keys` query: deleted documents and unknown keys get CouchDB's special rows.
-    private func keyRows(_ db: Database, _ keys: [JSON], _ args: ViewArgs, idFilter: (String) -> Bool) -> [JSON] {
-        var out: [JSON] = []
-        for key in keys {
-            guard let id = key.stringValue, idFilter(id), let entry = db.docs[id], let winner = entry.winner else {
-                out.append(.object([("key", key), ("error", "not_found")]))
-                continue
-            }
-            if winner.deleted {
-                var pairs: [(String, JSON)] = [
-                    ("id", .string(id)), ("key", key), ("value", ["rev": .string(winner.rev), "deleted": true]),
-                ]
-                if args.includeDocs { pairs.append(("doc", .null)) }
-                out.append(.object(pairs))
-            } else if let row = docRow(db, entry, args) {
-                out.append(row)
-            }
+    /// The row of one key of a `keys` query (lock held): deleted documents and unknown keys get CouchDB's
+    /// special rows.
+    private func keyRow(_ db: Database, _ key: JSON, _ args: ViewArgs, idFilter: (String) -> Bool) -> JSON? {
+        guard let id = key.stringValue, idFilter(id), let entry = db.docs[id], let winner = entry.winner else {
+            return .object([("key", key), ("error", "not_found")])
         }
-        if args.descending { out.reverse() }
-        let skipped = Array(out.dropFirst(args.skip))
-        return args.limit.map { Array(skipped.prefix($0)) } ?? skipped
+        if winner.deleted {
+            var pairs: [(String, JSON)] = [
+                ("id", .string(id)), ("key", key), ("value", ["rev": .string(winner.rev), "deleted": true]),
+            ]
+            if args.includeDocs { pairs.append(("doc", .null)) }
+            return .object(pairs)
+        }
+        return docRow(db, entry, args)
     }
 
-    /// Runs one `_all_docs` query (optionally restricted to one simulated shard's partition).
-    func allDocsResult(_ db: Database, _ args: ViewArgs, partition: String? = nil) throws(CouchError)
-        -> (total: Int, offset: Int?, rows: [JSON], updatePosition: [Int])
-    {
-        try db.withLock { () throws(CouchError) -> (Int, Int?, [JSON], [Int]) in
+    /// The keys of a `keys` query in the order their rows are sent, skip and limit applied (every key has
+    /// exactly one row).
+    private func orderedKeys(_ keys: [JSON], _ args: ViewArgs) -> [JSON] {
+        let ordered = args.descending ? Array(keys.reversed()) : keys
+        let skipped = ordered.dropFirst(args.skip)
+        return Array(args.limit.map { skipped.prefix($0) } ?? skipped)
+    }
+
+    /// Rows for a `keys` query (lock held).
+    private func keyRows(_ db: Database, _ keys: [JSON], _ args: ViewArgs, idFilter: (String) -> Bool) -> [JSON] {
+        orderedKeys(keys, args).compactMap { keyRow(db, $0, args, idFilter: idFilter) }
+    }
+
+    /// What an `_all_docs` query reads, worked out under the lock before the first byte is sent (so a bad
+    /// range is still a 400): its counts and the ids (or keys) of its rows, a snapshot of the index. The rows
+    /// are rendered from it a batch at a time, each document read then.
+    struct AllDocsPlan: Sendable {
+        enum Items: Sendable {
+            case ids([String])
+            case keys([JSON])
+        }
+        var total: Int
+        var offset: Int?
+        var updatePosition: [Int]
+        var items: Items
+        /// For a partition's query: the prefix its keys' ids must have.
+        var prefix: String?
+    }
+
+    /// Plans one `_all_docs` query (optionally restricted to one simulated shard's partition).
+    func allDocsPlan(_ db: Database, _ args: ViewArgs, partition: String? = nil) throws(CouchError) -> AllDocsPlan {
+        try db.withLock { () throws(CouchError) -> AllDocsPlan in
             var live = db.sortedIDs.filter { db.docs[$0]?.isDeleted == false }
             var total = db.docCount
+            var a = args
+            var prefix: String?
             if let partition {
                 let shard = db.shard(of: partition + ":x")
                 live = live.filter { db.shard(of: $0) == shard }
                 total = live.count
-                let prefix = partition + ":"
-                var a = args
+                prefix = partition + ":"
                 if a.keys == nil {
                     // The partition's bounds, swapped when descending (couch_mrview_util's
                     // apply_all_docs_partition).
-                    let low = JSON.string(prefix)
-                    let high = JSON.string(prefix + "\u{FFF0}")
+                    let low = JSON.string(partition + ":")
+                    let high = JSON.string(partition + ":" + "\u{FFF0}")
                     if a.startKey == nil { a.startKey = a.descending ? high : low }
                     if a.endKey == nil { a.endKey = a.descending ? low : high }
                 }
-                return try allDocsRows(db, live, a, total: total, idFilter: { $0.hasPrefix(prefix) })
             }
-            return try allDocsRows(db, live, args, total: total, idFilter: { _ in true })
+            if let keys = a.keys {
+                return AllDocsPlan(
+                    total: total, offset: nil, updatePosition: db.currentPosition, items: .keys(orderedKeys(keys, a)),
+                    prefix: prefix)
+            }
+            let (offset, ids) = try selectIDs(live, a)
+            return AllDocsPlan(
+                total: total, offset: offset, updatePosition: db.currentPosition, items: .ids(ids), prefix: prefix)
         }
     }
 
-    private func allDocsRows(_ db: Database, _ live: [String], _ args: ViewArgs, total: Int, idFilter: (String) -> Bool)
-        throws(CouchError) -> (Int, Int?, [JSON], [Int])
-    {
-        if let keys = args.keys {
-            return (total, nil, keyRows(db, keys, args, idFilter: idFilter), db.currentPosition)
+    /// Writes the rows of `plan` a batch at a time. False once the body cannot go on.
+    func writeAllDocsRows(_ db: Database, _ plan: AllDocsPlan, _ args: ViewArgs, to out: RowStreamWriter) -> Bool {
+        let prefix = plan.prefix
+        switch plan.items {
+        case .ids(let ids):
+            return out.batches(ids, db: db) { id in db.docs[id].flatMap { docRow(db, $0, args) } }
+        case .keys(let keys):
+            return out.batches(keys, db: db) { key in
+                keyRow(db, key, args, idFilter: { id in prefix.map { id.hasPrefix($0) } ?? true })
+            }
         }
-        let (offset, ids) = try selectIDs(live, args)
-        let rows = ids.compactMap { id in db.docs[id].flatMap { docRow(db, $0, args) } }
-        return (total, offset, rows, db.currentPosition)
+    }
+
+    /// Runs one `_all_docs` query whole (a `queries` request's answer holds each result in one object).
+    func allDocsResult(_ db: Database, _ args: ViewArgs, partition: String? = nil) throws(CouchError)
+        -> (total: Int, offset: Int?, rows: [JSON], updatePosition: [Int])
+    {
+        let plan = try allDocsPlan(db, args, partition: partition)
+        let prefix = plan.prefix
+        let rows: [JSON] = db.withLock {
+            switch plan.items {
+            case .ids(let ids):
+                return ids.compactMap { id in db.docs[id].flatMap { docRow(db, $0, args) } }
+            case .keys(let keys):
+                return keys.compactMap { key in
+                    keyRow(db, key, args, idFilter: { id in prefix.map { id.hasPrefix($0) } ?? true })
+                }
+            }
+        }
+        return (plan.total, plan.offset, rows, plan.updatePosition)
     }
 
     // MARK: - Endpoints
@@ -266,13 +322,16 @@ extension CouchEngine {
             try args.apply(try request.jsonObjectBody())
         default: throw CouchError.methodNotAllowed("GET,HEAD,POST")
         }
-        let r = try allDocsResult(db, args, partition: partition)
-        return Reply.text(
-            200,
-            rowsBody(
-                totalRows: .int(Int64(r.total)), offset: r.offset.map { .int(Int64($0)) } ?? .null,
-                updateSeq: args.updateSeq ? SequenceToken.encode(position: r.updatePosition, db: db.name) : nil,
-                rows: r.rows))
+        let plan = try allDocsPlan(db, args, partition: partition)
+        let head = rowsHead(
+            totalRows: .int(Int64(plan.total)), offset: plan.offset.map { .int(Int64($0)) } ?? .null,
+            updateSeq: args.updateSeq ? SequenceToken.encode(position: plan.updatePosition, db: db.name) : nil)
+        let engine = self
+        let query = args
+        return Reply.streamed(method: ctx.method, separator: Self.rowSeparator) { out in
+            guard out.text(head), engine.writeAllDocsRows(db, plan, query, to: out) else { return }
+            out.text(Self.rowsTail)
+        }
     }
 
     func designDocs(_ ctx: RequestContext, _ db: Database, rest: [String] = []) throws(CouchError) -> ServerResponse {

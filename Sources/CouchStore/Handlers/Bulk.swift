@@ -92,45 +92,57 @@ extension CouchEngine {
         guard request.contentTypeIsJSON else { throw CouchError.badContentType }
         let body = try request.jsonObjectBody()
         guard let docs = body["docs"]?.arrayValue else { throw CouchError.badRequest("Missing JSON list of 'docs'.") }
-        var opts = DocRenderOptions(request)
+        let initialOptions = DocRenderOptions(request)
         let latest = request.flag("latest")
-        var results: [JSON] = []
-        for spec in docs {
-            guard let id = spec["id"]?.stringValue else {
-                let error: JSON = .object([
-                    ("rev", .null), ("reason", "document id missed"), ("id", .null), ("error", "bad_request"),
-                ])
-                results.append(.object([("id", .null), ("docs", .array([["error": error]]))]))
-                continue
+        let engine = self
+        // Streamed a batch of documents at a time (``RowStreamWriter``): many ids never hold every body at once.
+        return Reply.streamed(method: ctx.method, separator: ",") { out in
+            guard out.text("{\"results\":[") else { return }
+            // `atts_since` given for one document holds for those after it, as it always has here.
+            var opts = initialOptions
+            let written = out.batches(docs, db: db) { spec in
+                engine.bulkGetResult(db, spec, options: &opts, latest: latest)
             }
-            func error(_ rev: JSON, _ reason: String, _ kind: String) -> JSON {
-                [
-                    "error": .object([
-                        ("rev", rev), ("reason", .string(reason)), ("id", .string(id)), ("error", .string(kind)),
-                    ])
-                ]
-            }
-            if let since = spec["atts_since"]?.arrayValue { opts.attsSince = since.compactMap(\.stringValue) }
-            let rev = spec["rev"]?.stringValue
-            let items: [JSON] = db.withLock {
-                guard let entry = db.docs[id], let winner = entry.winner else {
-                    return [error(rev.map(JSON.string) ?? "undefined", "missing", "not_found")]
-                }
-                guard let rev else { return [["ok": renderDocument(entry, winner, opts)]] }
-                guard parseRev(rev) != nil else { return [error(.string(rev), "Invalid rev format", "bad_request")] }
-                guard let node = entry.nodes[rev], node.hasBody || node.deleted else {
-                    return [error(.string(rev), "missing", "not_found")]
-                }
-                if latest {
-                    let leaves = entry.sortedLeaves.filter { leaf in entry.path(to: leaf.rev).contains { $0.rev == rev }
-                    }
-                    return leaves.map { ["ok": renderDocument(entry, $0, opts)] }
-                }
-                return [["ok": renderDocument(entry, node, opts)]]
-            }
-            results.append(.object([("id", .string(id)), ("docs", .array(items))]))
+            guard written else { return }
+            out.text("]}\n")
         }
-        return Reply.json(200, ["results": .array(results)])
+    }
+
+    /// One `results` member of a `_bulk_get` answer (lock held).
+    private func bulkGetResult(_ db: Database, _ spec: JSON, options opts: inout DocRenderOptions, latest: Bool)
+        -> JSON
+    {
+        guard let id = spec["id"]?.stringValue else {
+            let error: JSON = .object([
+                ("rev", .null), ("reason", "document id missed"), ("id", .null), ("error", "bad_request"),
+            ])
+            return .object([("id", .null), ("docs", .array([["error": error]]))])
+        }
+        func error(_ rev: JSON, _ reason: String, _ kind: String) -> JSON {
+            [
+                "error": .object([
+                    ("rev", rev), ("reason", .string(reason)), ("id", .string(id)), ("error", .string(kind)),
+                ])
+            ]
+        }
+        if let since = spec["atts_since"]?.arrayValue { opts.attsSince = since.compactMap(\.stringValue) }
+        let rev = spec["rev"]?.stringValue
+        let items: [JSON] = {
+            guard let entry = db.docs[id], let winner = entry.winner else {
+                return [error(rev.map(JSON.string) ?? "undefined", "missing", "not_found")]
+            }
+            guard let rev else { return [["ok": renderDocument(entry, winner, opts)]] }
+            guard parseRev(rev) != nil else { return [error(.string(rev), "Invalid rev format", "bad_request")] }
+            guard let node = entry.nodes[rev], node.hasBody || node.deleted else {
+                return [error(.string(rev), "missing", "not_found")]
+            }
+            if latest {
+                let leaves = entry.sortedLeaves.filter { leaf in entry.path(to: leaf.rev).contains { $0.rev == rev } }
+                return leaves.map { ["ok": renderDocument(entry, $0, opts)] }
+            }
+            return [["ok": renderDocument(entry, node, opts)]]
+        }()
+        return .object([("id", .string(id)), ("docs", .array(items))])
     }
 
     // MARK: - _revs_diff and _missing_revs

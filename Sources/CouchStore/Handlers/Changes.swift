@@ -230,7 +230,7 @@ extension CouchEngine {
         }
         if full {
             // As CouchDB counts it: the changes after the last row, and those skipped by the filter.
-            return (rows, position, countPending ? excluded + db.countChanges(after: position) : 0)
+            return (rows, position, excluded + (countPending ? db.countChanges(after: position) : 0))
         }
         let lastSeq = zip(position, db.currentPosition).map { max($0, $1) }
         return (rows, lastSeq, excluded)
@@ -244,11 +244,8 @@ extension CouchEngine {
         let startSince: [Int] = db.withLock { startPosition(db, args) }
         let etag = "\"\(Crypto.opaqueToken(db.name + "#" + String(db.withLock { db.updateSeq })))\""
         switch args.feed {
-        case "normal" where args.limit == nil && !args.descending && !args.isFiltered && ctx.method != "HEAD":
-            return streamedNormalFeed(db, args: args, since: startSince, etag: etag)
         case "normal":
-            let batch = db.withLock { collectChanges(db, since: startSince, args: args, limit: args.limit) }
-            return Reply.text(200, changesBody(db, batch), headers: [("ETag", etag)])
+            return streamedNormalFeed(ctx, db, args: args, since: startSince, etag: etag)
         case "longpoll" where args.heartbeat != nil:
             return heartbeatLongpoll(db, args: args, since: startSince)
         case "longpoll":
@@ -309,43 +306,99 @@ extension CouchEngine {
         return response
     }
 
-    /// A whole normal feed (no limit, no filter) sent as it is read, 1,000 rows at a time, each
-    /// batch read under the lock and written without it: memory stays flat however many changes
-    /// there are. The body is the same as the feed built whole (CouchDB sends it chunked too).
-    private func streamedNormalFeed(_ db: Database, args: ChangesArgs, since start: [Int], etag: String)
-        -> ServerResponse
-    {
-        var response = ServerResponse(status: 200)
-        response.headers.add("Content-Type", "application/json")
-        response.headers.add("ETag", etag)
-        response.headers.add("Cache-Control", "must-revalidate")
+    /// A normal feed sent as it is read (limited, filtered, descending or whole), through the engine's one
+    /// streamed-body mechanism (``RowStreamWriter``): 1,000 changes are read under the lock at a time, each
+    /// document's body only then, and written without it, so memory stays flat however many changes there
+    /// are. The body is the same as the feed built whole (CouchDB sends it chunked too): the rows, then
+    /// `last_seq` and `pending` counted as CouchDB counts them (the changes after the last row and those the
+    /// filter skipped).
+    private func streamedNormalFeed(
+        _ ctx: RequestContext, _ db: Database, args: ChangesArgs, since start: [Int],
+        etag: String
+    ) -> ServerResponse {
         let engine = self
-        response.body = .stream { writer in
-            guard writer.write(Data("{\"results\":[\n".utf8)) else { return }
-            var since = start
-            var first = true
-            while true {
-                let batch = db.withLock {
-                    engine.collectChanges(db, since: since, args: args, limit: 1000, countPending: false)
-                }
-                if !batch.rows.isEmpty {
-                    var text = first ? "" : ",\n"
-                    text += batch.rows.map(\.serialized).joined(separator: ",\n")
-                    first = false
-                    guard writer.write(Data(text.utf8)) else { return }
-                }
-                since = batch.lastSeq
-                if batch.rows.count < 1000 {
-                    var tail = first ? "" : "\n"
-                    tail += "],\n\"last_seq\":"
-                    tail += JSON.string(SequenceToken.encode(position: batch.lastSeq, db: db.name)).serialized
-                    tail += ",\"pending\":\(batch.pending)}\n"
-                    writer.write(Data(tail.utf8))
-                    return
+        return Reply.streamed(method: ctx.method, separator: ",\n", headers: [("ETag", etag)]) { out in
+            guard out.text("{\"results\":[\n") else { return }
+            let tail: (lastSeq: [Int], pending: Int)?
+            if args.descending {
+                tail = engine.streamDescendingChanges(db, args: args, to: out)
+            } else {
+                tail = engine.streamChanges(db, since: start, args: args, to: out)
+            }
+            guard let tail else { return }
+            var text = out.wroteRows ? "\n" : ""
+            text += "],\n\"last_seq\":"
+            text += JSON.string(SequenceToken.encode(position: tail.lastSeq, db: db.name)).serialized
+            text += ",\"pending\":\(tail.pending)}\n"
+            out.text(text)
+        }
+    }
+
+    /// The rows of an ascending normal feed, a batch at a time; the feed's `last_seq` and `pending`, nil
+    /// when the body could not go on.
+    private func streamChanges(_ db: Database, since start: [Int], args: ChangesArgs, to out: RowStreamWriter)
+        -> (lastSeq: [Int], pending: Int)?
+    {
+        var since = start
+        var remaining = args.limit
+        // Changes a prefilter skipped in the batches before (CouchDB counts them in `pending`).
+        var excluded = 0
+        while true {
+            let size = min(remaining ?? RowStreamWriter.batchSize, RowStreamWriter.batchSize)
+            // `pending` is counted from the index only when the feed's own limit ends it.
+            let last = remaining.map { $0 <= RowStreamWriter.batchSize } ?? false
+            guard
+                let batch = out.read({
+                    db.withLock { collectChanges(db, since: since, args: args, limit: size, countPending: last) }
+                }), out.rows(batch.rows)
+            else { return nil }
+            since = batch.lastSeq
+            if batch.rows.count < size || last { return (batch.lastSeq, excluded + batch.pending) }
+            excluded += batch.pending
+            remaining = remaining.map { $0 - size }
+        }
+    }
+
+    /// The rows of a descending normal feed (newest first over the whole database), a batch at a time,
+    /// from a snapshot of the sequence index taken when it starts; each document read when its batch is.
+    private func streamDescendingChanges(_ db: Database, args: ChangesArgs, to out: RowStreamWriter)
+        -> (lastSeq: [Int], pending: Int)?
+    {
+        guard let snapshot = out.read({ db.withLock { (db.changedIDsNewestFirst(since: 0), db.currentPosition) } })
+        else { return nil }
+        let (changed, current) = snapshot
+        var lastSeq = current
+        var pending = changed.count
+        var start = changed.startIndex
+        var written = 0
+        while start < changed.endIndex {
+            let end = min(start + RowStreamWriter.batchSize, changed.endIndex)
+            var done = false
+            let batch: [JSON]? = out.read {
+                db.withLock {
+                    var rows: [JSON] = []
+                    for (id, _) in changed[start..<end] {
+                        pending -= 1
+                        guard let entry = db.docs[id], let winner = entry.winner, passes(entry, winner, args) else {
+                            continue
+                        }
+                        let seq = db.position(atGlobal: entry.seq)
+                        rows.append(changeRow(db, entry, winner, seq: seq, args))
+                        lastSeq = seq
+                        if let limit = args.limit, written + rows.count >= limit {
+                            done = true
+                            break
+                        }
+                    }
+                    return rows
                 }
             }
+            guard let batch, out.rows(batch) else { return nil }
+            written += batch.count
+            if done { break }
+            start = end
         }
-        return response
+        return (lastSeq, max(pending, 0))
     }
 
     private func changesBody(_ db: Database, _ batch: (rows: [JSON], lastSeq: [Int], pending: Int)) -> String {

@@ -62,6 +62,15 @@ public struct ServerRequest: Sendable {
 public protocol ChunkWriter: Sendable {
     /// Sends `data` as one chunk. Returns false once the client has gone away; the producer should stop then.
     @discardableResult func write(_ data: Data) -> Bool
+    /// Ends the body short: the producer met an error after the body began (a stored document that could not
+    /// be read), so the response must not look complete. A server closes the connection without the chunked
+    /// body's last chunk, as CouchDB aborts such a response; an in-process reader reports an error. The default
+    /// does nothing (the body simply ends where the producer stopped).
+    func abort()
+}
+
+extension ChunkWriter {
+    public func abort() {}
 }
 
 /// The body of a response.

@@ -444,7 +444,7 @@ extension CouchEngine {
             let (viewDDocID, view) =
                 rest.count >= 4 ? ("_design/" + rest[2], rest[3]) : (ddocID, rest[2])
             let viewResponse = try viewQuery(ctx, db, ddocID: viewDDocID, view: view, partition: nil)
-            guard case .data(let data) = viewResponse.body, let result = try? JSON.parse(data) else {
+            guard let data = Reply.collect(viewResponse.body), let result = try? JSON.parse(data) else {
                 throw CouchError(500, "render_error", "The view did not answer rows")
             }
             let head: JSON = .object(

@@ -16,28 +16,56 @@ extension CouchEngine {
         }
     }
 
-    private func mangoDocuments(_ db: Database, partition: String?) -> [MangoDocument] {
-        let prefix = partition.map { $0 + ":" }
-        return db.sortedIDs.compactMap { id in
-            if let prefix, !id.hasPrefix(prefix) { return nil }
+    /// The documents with `ids` as Mango sees them, nil for one not live (lock held).
+    private func mangoDocuments(_ db: Database, ids: some Sequence<String>) -> [MangoDocument?] {
+        ids.map { id in
             guard let entry = db.docs[id], let winner = entry.winner, !winner.deleted else { return nil }
             return MangoDocument(
                 id: id, body: renderDocument(entry, winner, DocRenderOptions()), conflicts: entry.conflicts)
         }
     }
 
+    /// `POST /{db}/_find`, streamed: the request is checked and planned before the first byte (its errors
+    /// keep their status), then the database is scanned a batch at a time for the index keys, and the
+    /// answer's documents fetched and sent a batch at a time (``MangoFindQuery``). The body is the one
+    /// CouchDB's layout gives the whole answer: `{"docs":[…]`, then `bookmark`, `execution_stats`, `warning`.
     func mangoFind(_ ctx: RequestContext, _ db: Database, partition: String?) throws(CouchError) -> ServerResponse {
         guard ctx.method == "POST" else { throw CouchError.methodNotAllowed("POST") }
         guard ctx.request.contentTypeIsJSON else { throw CouchError.badContentType }
         let body = try ctx.request.jsonObjectBody()
-        let (ddocs, docs) = db.withLock { (designDocuments(db), mangoDocuments(db, partition: partition)) }
+        let ddocs = db.withLock { designDocuments(db) }
+        let query: MangoFindQuery
         do {
-            let result = try Mango.find(
-                requestBody: body, databaseName: db.name, designDocuments: ddocs, documents: docs,
-                partition: partition, partitionedDatabase: db.partitioned)
-            return Reply.json(200, result)
+            query = try MangoFindQuery(
+                requestBody: body, designDocuments: ddocs, partition: partition,
+                partitionedDatabase: db.partitioned)
         } catch {
             throw error.couchError
+        }
+        let engine = self
+        let prefix = partition.map { $0 + ":" }
+        return Reply.streamed(method: ctx.method, separator: ",") { out in
+            guard out.text("{\"docs\":[") else { return }
+            let tail = query.run(
+                scan: { visit in
+                    guard var ids = out.read({ db.withLock { db.sortedIDs } }) else { return false }
+                    if let prefix { ids = ids.filter { $0.hasPrefix(prefix) } }
+                    var start = 0
+                    while start < ids.count {
+                        let end = min(start + RowStreamWriter.batchSize, ids.count)
+                        let batch = out.read { db.withLock { engine.mangoDocuments(db, ids: ids[start..<end]) } }
+                        guard let batch else { return false }
+                        for case let document? in batch { visit(document) }
+                        start = end
+                    }
+                    return true
+                },
+                fetch: { ids in out.read { db.withLock { engine.mangoDocuments(db, ids: ids) } } ?? [] },
+                emit: { docs in out.rows(docs) })
+            guard let tail, out.isOpen else { return out.abort() }
+            var text = "]"
+            for (name, value) in tail { text += "," + JSON.string(name).serialized + ":" + value.serialized }
+            out.text(text + "}\n")
         }
     }
 
@@ -233,7 +261,7 @@ extension CouchEngine {
                 400, "unknown_query_language", "The view \(ddocID)/_view/\(view) is in language \(language).")
         }
         let reduce = viewDef["reduce"]?.stringValue
-        let jsReduce: ([ViewRow]) throws(CouchError) -> JSON = { (group) throws(CouchError) -> JSON in
+        let jsReduce: @Sendable ([ViewRow]) throws(CouchError) -> JSON = { (group) throws(CouchError) -> JSON in
             try self.javascriptReduce(db, ddocID: ddocID, ddoc: ddoc, view: view, rows: group)
         }
         if ctx.method == "POST", let queries = try request.jsonObjectBody()["queries"]?.arrayValue {
@@ -241,13 +269,14 @@ extension CouchEngine {
             for query in queries {
                 var a = try ViewArgs(query: request)
                 try a.apply(query)
-                var text = try runView(db, rows: rows, reduce: reduce, args: a, jsReduce: jsReduce)
+                var text = try runView(db, rows: rows, reduce: reduce, args: a, jsReduce: jsReduce).text()
                 if text.hasSuffix("\n") { text.removeLast() }
                 results.append(text)
             }
             return Reply.text(200, "{\"results\":[\r\n" + results.joined(separator: ",\r\n") + "\r\n]}\n")
         }
-        return Reply.text(200, try runView(db, rows: rows, reduce: reduce, args: args, jsReduce: jsReduce))
+        let output = try runView(db, rows: rows, reduce: reduce, args: args, jsReduce: jsReduce)
+        return Reply.streamed(method: ctx.method, separator: Self.rowSeparator, output.write)
     }
 
     // MARK: - Partitions

@@ -76,11 +76,29 @@ extension CouchEngine {
         return value
     }
 
+    /// A view query's answer, ready to stream: its head and the rows it selected from the index, rendered a
+    /// batch at a time (documents read for `include_docs`, reduce values computed, then).
+    struct ViewOutput: Sendable {
+        let write: @Sendable (RowStreamWriter) -> Void
+
+        /// The whole body, for answers that hold one view result inside another (`queries`, `_list`).
+        func text() throws(CouchError) -> String {
+            let write = self.write
+            guard
+                let data = Reply.collect(
+                    .stream { writer in write(RowStreamWriter(writer, separator: CouchEngine.rowSeparator)) })
+            else { throw CouchError(500, "file_error", "a stored document could not be read") }
+            return String(decoding: data, as: UTF8.self)
+        }
+    }
+
     /// Runs a view query over computed rows: ranges, keys, direction, paging, include_docs and built-in reduces.
+    /// Everything that can be refused is checked, and the first batch of reduce values computed (a failing
+    /// reduce function is still an error status), before the answer begins.
     func runView(
         _ db: Database, rows: [ViewRow], reduce: String?, args: ViewArgs,
-        jsReduce: (([ViewRow]) throws(CouchError) -> JSON)? = nil
-    ) throws(CouchError) -> String {
+        jsReduce: (@Sendable ([ViewRow]) throws(CouchError) -> JSON)? = nil
+    ) throws(CouchError) -> ViewOutput {
         func inRange(_ row: ViewRow) -> Bool {
             let dir = args.descending ? -1 : 1
             if let key = args.key {
@@ -119,8 +137,9 @@ extension CouchEngine {
         }
         if let reduce, args.reduce != false {
             let groupLevel: Int? = args.group ? Int.max : args.groupLevel
-            var groups: [(JSON, [ViewRow])] = []
-            for row in selected {
+            // The groups as ranges of the selected index rows: a reduce answer holds no more than the index.
+            var groups: [(key: JSON, rows: Range<Int>)] = []
+            for (index, row) in selected.enumerated() {
                 var key: JSON = .null
                 if let level = groupLevel {
                     if case .array(let items) = row.key, level != Int.max {
@@ -129,46 +148,72 @@ extension CouchEngine {
                         key = row.key
                     }
                 }
-                if let last = groups.last, groupLevel != nil ? Collation.compare(last.0, key) == 0 : true {
-                    groups[groups.count - 1].1.append(row)
+                if let last = groups.last, groupLevel != nil ? Collation.compare(last.key, key) == 0 : true {
+                    groups[groups.count - 1].rows = last.rows.lowerBound..<(index + 1)
                 } else {
-                    groups.append((key, [row]))
+                    groups.append((key, index..<(index + 1)))
                 }
             }
-            var out: [JSON] = []
-            for (key, group) in groups {
-                let value: JSON
-                if reduce.hasPrefix("_") {
-                    value = builtinReduce(reduce, group)
-                } else if let jsReduce {
-                    value = try jsReduce(group)
-                } else {
-                    value = .null
+            let skipped = groups.dropFirst(args.skip)
+            let kept = Array(args.limit.map { skipped.prefix($0) } ?? skipped)
+            let reduced = selected
+            let reduceRows = { @Sendable (range: Range<Int>) throws(CouchError) -> [JSON] in
+                var out: [JSON] = []
+                for (key, rows) in kept[range] {
+                    let group = Array(reduced[rows])
+                    let value: JSON
+                    if reduce.hasPrefix("_") {
+                        value = self.builtinReduce(reduce, group)
+                    } else if let jsReduce {
+                        value = try jsReduce(group)
+                    } else {
+                        value = .null
+                    }
+                    out.append(JSON.object([("key", key), ("value", value)]))
                 }
-                out.append(JSON.object([("key", key), ("value", value)]))
+                return out
             }
-            out = Array(out.dropFirst(args.skip))
-            if let limit = args.limit { out = Array(out.prefix(limit)) }
-            return "{\"rows\":[\r\n" + out.map(\.serialized).joined(separator: ",\r\n") + "\r\n]}\n"
+            let batch = RowStreamWriter.batchSize
+            let first = try reduceRows(0..<min(batch, kept.count))
+            return ViewOutput { out in
+                guard out.text("{\"rows\":[\r\n"), out.rows(first) else { return }
+                var start = first.count
+                while start < kept.count {
+                    let end = min(start + batch, kept.count)
+                    let rows: [JSON]
+                    do {
+                        rows = try reduceRows(start..<end)
+                    } catch {
+                        // A reduce function that fails once the answer has begun ends it, as in CouchDB.
+                        return out.abort()
+                    }
+                    guard out.rows(rows) else { return }
+                    start = end
+                }
+                out.text(Self.rowsTail)
+            }
         }
-        selected = Array(selected.dropFirst(args.skip))
-        if let limit = args.limit { selected = Array(selected.prefix(limit)) }
-        let out: [JSON] = selected.map { row in
-            var pairs: [(String, JSON)] = [("id", .string(row.id)), ("key", row.key), ("value", row.value)]
-            if args.includeDocs {
-                let doc: JSON = db.withLock {
-                    guard let entry = db.docs[row.id], let winner = entry.winner, !winner.deleted else { return .null }
-                    return renderDocument(entry, winner, args.renderOptions)
-                }
-                pairs.append(("doc", doc))
-            }
-            return .object(pairs)
-        }
-        return rowsBody(
+        let kept = Array(selected.dropFirst(args.skip).prefix(args.limit ?? Int.max))
+        let head = rowsHead(
             totalRows: .int(Int64(rows.count)), offset: .int(Int64(offset + args.skip)),
             updateSeq: args.updateSeq
-                ? SequenceToken.encode(position: db.withLock { db.currentPosition }, db: db.name) : nil, rows: out
-        )
+                ? SequenceToken.encode(position: db.withLock { db.currentPosition }, db: db.name) : nil)
+        return ViewOutput { out in
+            guard out.text(head) else { return }
+            let rendered = out.batches(kept, db: db) { row in
+                var pairs: [(String, JSON)] = [("id", .string(row.id)), ("key", row.key), ("value", row.value)]
+                if args.includeDocs {
+                    var doc: JSON = .null
+                    if let entry = db.docs[row.id], let winner = entry.winner, !winner.deleted {
+                        doc = self.renderDocument(entry, winner, args.renderOptions)
+                    }
+                    pairs.append(("doc", doc))
+                }
+                return .object(pairs)
+            }
+            guard rendered else { return }
+            out.text(Self.rowsTail)
+        }
     }
 
     /// CouchDB's built-in reduce functions.

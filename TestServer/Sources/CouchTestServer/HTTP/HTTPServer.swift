@@ -733,4 +733,14 @@ final class SocketChunkWriter: ChunkWriter, @unchecked Sendable {
         if !ok { open = false }
         return ok
     }
+
+    /// Cuts the body short (the producer failed after it began): nothing more is sent and the connection is
+    /// closed without the last chunk, so the client sees an incomplete body, as CouchDB aborts one.
+    func abort() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard open else { return }
+        open = false
+        POSIXSocket.shutdownBoth(fd)
+    }
 }

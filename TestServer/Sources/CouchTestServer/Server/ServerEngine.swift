@@ -231,20 +231,44 @@ public final class ServerEngine: RequestHandler, EngineHost, @unchecked Sendable
         }
     }
 
-    /// Gzips a JSON body of at least 1 KiB when the client accepts gzip (`gzipJSONResponses`).
+    /// Gzips a JSON body of at least 1 KiB when the client accepts gzip (`gzipJSONResponses`). A streamed JSON
+    /// body (rows, a normal `_changes` feed) is collected whole first: this test option trades streaming for it.
     private func compressIfAccepted(_ request: ServerRequest, _ response: inout ServerResponse) {
-        guard case .data(let data) = response.body, data.count >= 1024, !response.headers.contains("Content-Encoding"),
+        guard !response.headers.contains("Content-Encoding"),
             (response.headers["Content-Type"] ?? "").hasPrefix("application/json")
         else { return }
-        let accepted = (request.headers["Accept-Encoding"] ?? "").lowercased().split(separator: ",").contains {
+        let data: Data
+        switch response.body {
+        case .data(let whole) where whole.count >= 1024:
+            data = whole
+        case .stream
+        where !response.headers.contains("Content-Length") && request.method != "HEAD"
+            && Self.acceptsGzip(request) && !Self.isFeed(request):
+            guard let whole = Reply.collect(response.body) else { return }
+            response.body = .data(whole)
+            guard whole.count >= 1024 else { return }
+            data = whole
+        default:
+            return
+        }
+        guard Self.acceptsGzip(request) else { return }
+        response.body = .data(ZlibCompatibleGzip.compress(data))
+        response.headers.set("Content-Encoding", "gzip")
+        response.headers.add("Vary", "Accept-Encoding")
+    }
+
+    private static func acceptsGzip(_ request: ServerRequest) -> Bool {
+        (request.headers["Accept-Encoding"] ?? "").lowercased().split(separator: ",").contains {
             let coding = $0.split(separator: ";")
             guard coding.first?.trimmingCharacters(in: .whitespaces) == "gzip" else { return false }
             return !coding.dropFirst().contains { $0.replacingOccurrences(of: " ", with: "") == "q=0" }
         }
-        guard accepted else { return }
-        response.body = .data(ZlibCompatibleGzip.compress(data))
-        response.headers.set("Content-Encoding", "gzip")
-        response.headers.add("Vary", "Accept-Encoding")
+    }
+
+    /// Whether the request is for a feed that waits for changes (never collected whole).
+    private static func isFeed(_ request: ServerRequest) -> Bool {
+        guard let feed = request.queryValue("feed") else { return false }
+        return feed != "normal"
     }
 
     /// Makes every `AuthSession` cookie and IAM bearer token issued so far invalid, as if its lifetime had run out.
