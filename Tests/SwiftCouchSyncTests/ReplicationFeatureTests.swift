@@ -2,7 +2,7 @@ import CouchTestServer
 import Foundation
 import SwiftCouch
 import SwiftCouchStore
-import SwiftCouchSync
+@testable import SwiftCouchSync
 import Testing
 
 /// Runs `body` with a fresh local store, closed and removed afterwards.
@@ -256,5 +256,45 @@ struct ReplicationFeatureTests {
         #expect(try await SyncFixture.trees(target) == (try await SyncFixture.trees(source)))
         try await source.delete()
         try await target.delete()
+    }
+}
+
+@Suite("Replicator internals")
+struct ReplicationInternalsTests {
+    @Test("Attachments sent: those above the newest possible ancestor on the revision's own path")
+    func sentAbove() {
+        let document: JSONValue = .object([
+            "_id": "d", "_rev": "5-e",
+            "_revisions": .object(["start": 5, "ids": .array(["e", "d", "c", "b", "a"])]),
+        ])
+        #expect(AttachmentCopy.sentAbove(document, ancestors: nil) == 0)
+        #expect(AttachmentCopy.sentAbove(document, ancestors: ["3-c"]) == 3)
+        #expect(AttachmentCopy.sentAbove(document, ancestors: ["3-c", "4-d", "2-zz"]) == 4)
+        // Not on the path (another branch), or beyond what _revisions holds: send everything.
+        #expect(AttachmentCopy.sentAbove(document, ancestors: ["3-x", "9-e", "0-a", "junk"]) == 0)
+    }
+
+    @Test("Checkpoint logs: same session, newest shared history entry, or from the start")
+    func startPoint() {
+        func entry(_ session: String, _ seq: Int64) -> ReplicationLog.Entry {
+            ReplicationLog.Entry(
+                sessionID: session, startTime: "", endTime: "", startLastSeq: .int(0), endLastSeq: .int(seq),
+                recordedSeq: .int(seq), summary: ReplicationSummary())
+        }
+        let source = ReplicationLog(
+            rev: nil, sessionID: "s3", sourceLastSeq: .int(30),
+            history: [entry("s3", 30), entry("s2", 20), entry("s1", 10)])
+        let sameSession = ReplicationLog(rev: nil, sessionID: "s3", sourceLastSeq: .int(30), history: [entry("s3", 30)])
+        #expect(ReplicationLog.startPoint(source: source, target: sameSession) == .int(30))
+        let older = ReplicationLog(
+            rev: nil, sessionID: "s2", sourceLastSeq: .int(20), history: [entry("s2", 20), entry("s1", 10)])
+        #expect(ReplicationLog.startPoint(source: source, target: older) == .int(20))
+        let foreign = ReplicationLog(rev: nil, sessionID: "x", sourceLastSeq: .int(99), history: [entry("x", 99)])
+        #expect(ReplicationLog.startPoint(source: source, target: foreign) == nil)
+        #expect(ReplicationLog.startPoint(source: nil, target: older) == nil)
+        // The JSON round trip keeps what decides the start point.
+        let decoded = ReplicationLog(json: source.json(id: "abc"))
+        #expect(decoded?.sameContent(as: source) == true)
+        #expect(source.json(id: "abc")["_id"] == "_local/abc")
     }
 }
