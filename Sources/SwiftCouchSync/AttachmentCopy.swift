@@ -93,7 +93,7 @@ struct AttachmentCopy {
 
         // Attachments to send, in name order, downloaded one after another.
         var stubs: [(String, JSONValue)] = []
-        var follows: [(name: String, contentType: String, file: URL, length: Int64, stub: JSONValue)] = []
+        var follows: [(name: String, contentType: String, file: URL, spec: JSONValue)] = []
         for (index, name) in attachments.keys.sorted().enumerated() {
             guard let stub = attachments[name] else { continue }
             let revpos = stub["revpos"]?.intValue ?? Int64.max
@@ -102,12 +102,41 @@ struct AttachmentCopy {
                 continue
             }
             let file = directory.appendingPathComponent("attachment-\(index)")
+            let contentType = stub["content_type"]?.stringValue ?? "application/octet-stream"
+            if stub["encoding"]?.stringValue == "gzip" {
+                // Stored gzip-encoded (a text type): its digest is the encoded bytes' MD5, so the
+                // encoded bytes are what is copied. Such attachments are compressible text, read
+                // in one response.
+                let stored = try await source.client.value(
+                    StoredAttachmentOperation(
+                        database: source.databaseName, documentID: id, name: name, revision: rev))
+                try Self.save(stored.data, to: file)
+                var spec: [String: JSONValue] = [
+                    "follows": true, "content_type": .string(contentType), "revpos": stub["revpos"] ?? .null,
+                ]
+                if stored.encoding == "gzip" {
+                    spec["encoding"] = "gzip"
+                    spec["encoded_length"] = .int(Int64(stored.data.count))
+                    spec["length"] = stub["length"] ?? .null
+                    if let digest = stub["digest"] { spec["digest"] = digest }
+                } else {
+                    // The source sent it decoded (a local store, or a proxy): the target encodes it
+                    // again and computes its own digest.
+                    spec["length"] = .int(Int64(stored.data.count))
+                }
+                follows.append((name, contentType, file, .object(spec)))
+                continue
+            }
             let download = try await source.client.download(
                 GetAttachmentOperation(database: source.databaseName, documentID: id, name: name, revision: rev),
                 to: file
             ).value
-            follows.append(
-                (name, stub["content_type"]?.stringValue ?? "application/octet-stream", file, download.length, stub))
+            var spec: [String: JSONValue] = [
+                "follows": true, "content_type": .string(contentType), "length": .int(download.length),
+            ]
+            if let revpos = stub["revpos"] { spec["revpos"] = revpos }
+            if let digest = stub["digest"] { spec["digest"] = digest }
+            follows.append((name, contentType, file, .object(spec)))
         }
 
         // The document's JSON with `_attachments` written by hand, so the `follows` entries keep
@@ -121,18 +150,8 @@ struct AttachmentCopy {
             entries.append(try JSONValue.string(name).encodedForSync() + Data(":".utf8) + stub.encodedForSync())
         }
         for follow in follows {
-            // The source's revpos goes with the bytes, and its digest when the source stores them
-            // as they are. The bytes downloaded are the identity encoding; a digest of a stored
-            // gzip encoding (`encoding` in the stub) is the encoded bytes' MD5, so it is left for
-            // the target to compute from its own encoding.
-            var spec: [String: JSONValue] = [
-                "follows": true, "content_type": .string(follow.contentType), "length": .int(follow.length),
-            ]
-            if let revpos = follow.stub["revpos"] { spec["revpos"] = revpos }
-            if follow.stub["encoding"] == nil, let digest = follow.stub["digest"] { spec["digest"] = digest }
-            let specValue = JSONValue.object(spec)
             entries.append(
-                try JSONValue.string(follow.name).encodedForSync() + Data(":".utf8) + specValue.encodedForSync())
+                try JSONValue.string(follow.name).encodedForSync() + Data(":".utf8) + follow.spec.encodedForSync())
         }
         json.append(Data(entries.joined(separator: Data(",".utf8))))
         json.append(contentsOf: "}}".utf8)
@@ -143,6 +162,15 @@ struct AttachmentCopy {
         return try await target.client.value(
             PutReplicatedDocumentOperation(
                 database: target.databaseName, id: id, multipartFile: spool, boundary: boundary))
+    }
+
+    private static func save(_ data: Data, to file: URL) throws(CouchError) {
+        do {
+            try data.write(to: file)
+        } catch {
+            throw CouchError(
+                kind: .transport, message: "Could not write \(file.path): \(error)", underlying: error)
+        }
     }
 
     /// Writes the MIME parts to `file`, copying each attachment file in 1 MiB chunks.
@@ -189,5 +217,38 @@ extension JSONValue {
         } catch {
             throw CouchError.serialisation("Could not encode a document: \(error)", underlying: error)
         }
+    }
+}
+
+/// An attachment's bytes as the server stores them: `Accept-Encoding: gzip` named by the request,
+/// so the transport passes a gzip-encoded body through undecoded (with the encoding it came in).
+struct StoredAttachmentOperation: CouchOperation {
+    struct Response: Sendable {
+        var data: Data
+        var encoding: String?
+    }
+
+    var database: String
+    var documentID: String
+    var name: String
+    var revision: String?
+
+    func validate() throws(CouchError) {
+        try CouchValidation.validateDatabaseName(database)
+        try CouchValidation.validateDocumentID(documentID)
+        guard !name.isEmpty else { throw CouchError.validation("An attachment name must not be empty.") }
+    }
+
+    var endpoint: CouchPath {
+        CouchPath(
+            segments: CouchPath.document(database, documentID).segments
+                + name.split(separator: "/", omittingEmptySubsequences: false).map(String.init))
+    }
+    var parameters: [URLQueryItem] { revision.map { [URLQueryItem(name: "rev", value: $0)] } ?? [] }
+    var headers: HTTPFields { ["Accept-Encoding": "gzip"] }
+
+    func processResponse(data: Data, httpInfo: HTTPInfo) throws -> Response {
+        try throwIfError(data: data, httpInfo: httpInfo)
+        return Response(data: data, encoding: httpInfo.headers["Content-Encoding"]?.lowercased())
     }
 }

@@ -41,7 +41,7 @@ struct ReplicationFeatureTests {
             contentType: "text/plain", revision: first.rev)
         try await withLocalStore { store in
             let local = try await store.database("files")
-            let pulled = try await Replicator(source: .remote(remote), target: .local(local)).run()
+            let pulled = try await Replicator(source: .remote(remote), target: .local(local)).settledRun()
             #expect(pulled.docsWritten == 1)
             #expect(try await SyncFixture.trees(local) == (try await SyncFixture.trees(remote)))
 
@@ -50,14 +50,14 @@ struct ReplicationFeatureTests {
             try await remote.putAttachment(
                 "third.txt", of: "with-files", data: Data("third".utf8), contentType: "text/plain",
                 revision: second.rev)
-            let again = try await Replicator(source: .remote(remote), target: .local(local)).run()
+            let again = try await Replicator(source: .remote(remote), target: .local(local)).settledRun()
             #expect(again.docsWritten == 1)
             #expect(try await SyncFixture.trees(local) == (try await SyncFixture.trees(remote)))
             let blob = try await local.attachment("blob.bin", of: "with-files")
             #expect(blob.data == noise(200_000, seed: 7))
 
             let copy = try await SyncFixture.remoteDatabase(client)
-            let pushed = try await Replicator(source: .local(local), target: .remote(copy)).run()
+            let pushed = try await Replicator(source: .local(local), target: .remote(copy)).settledRun()
             #expect(pushed.docsWritten == 1)
             #expect(try await SyncFixture.trees(copy) == (try await SyncFixture.trees(remote)))
             try await copy.delete()
@@ -76,7 +76,7 @@ struct ReplicationFeatureTests {
             let replicator = Replicator(
                 source: .remote(source), target: .local(local), options: ReplicationOptions(batchSize: 5))
             let log = EventLog(replicator)
-            let summary = try await replicator.run()
+            let summary = try await replicator.settledRun()
             let events = await log.finished()
             var states: [String] = []
             var written = 0
@@ -123,7 +123,7 @@ struct ReplicationFeatureTests {
         _ = try await source.bulk(documents)
         let replicator = Replicator(source: .remote(source), target: .remote(target))
         let log = EventLog(replicator)
-        let summary = try await replicator.run()
+        let summary = try await replicator.settledRun()
         #expect(summary.docWriteFailures == 4)
         #expect(summary.docsWritten == 6)
         let denials = await log.finished().compactMap { event -> DeniedWrite? in
@@ -169,7 +169,8 @@ struct ReplicationFeatureTests {
             let target = try await SyncFixture.remoteDatabase(client)
             let summary = try await Replicator(
                 source: .remote(source), target: .remote(target), options: ReplicationOptions(filter: filter)
-            ).run()
+            ).settledRun()
+            await SyncFixture.settle()
             let ids = try await target.allDocs().rows.compactMap(\.id)
             #expect(ids == expected, "\(filter)")
             #expect(summary.docsWritten == expected.count)
@@ -242,7 +243,7 @@ struct ReplicationFeatureTests {
         let replicator = Replicator(
             source: .remote(source), target: .remote(target),
             options: ReplicationOptions(batchSize: 3, workers: 2, checkpointInterval: 0))
-        let first = try await replicator.run()
+        let first = try await replicator.settledRun()
         let checkpoint = try await client.value(
             GetDocumentOperation<JSONValue>(database: target.name, id: "_local/" + replicator.replicationID))
         _ = try await client.value(
@@ -250,7 +251,7 @@ struct ReplicationFeatureTests {
                 database: target.name, id: "_local/" + replicator.replicationID,
                 revision: checkpoint["_rev"]?.stringValue ?? ""))
         try await source.put(JSONValue.object(["late": true]), id: "late")
-        let second = try await Replicator(source: .remote(source), target: .remote(target)).run()
+        let second = try await Replicator(source: .remote(source), target: .remote(target)).settledRun()
         #expect(second.missingChecked == first.missingChecked + 1)
         #expect(second.docsWritten == 1)
         #expect(try await SyncFixture.trees(target) == (try await SyncFixture.trees(source)))
