@@ -107,7 +107,7 @@ struct AttachmentCopy {
                 // Stored gzip-encoded (a text type): its digest is the encoded bytes' MD5, so the
                 // encoded bytes are what is copied. Such attachments are compressible text, read
                 // in one response.
-                let stored = try await source.client.value(
+                let stored = try await source.send(
                     StoredAttachmentOperation(
                         database: source.databaseName, documentID: id, name: name, revision: rev))
                 try Self.save(stored.data, to: file)
@@ -127,10 +127,9 @@ struct AttachmentCopy {
                 follows.append((name, contentType, file, .object(spec)))
                 continue
             }
-            let download = try await source.client.download(
+            let download = try await source.download(
                 GetAttachmentOperation(database: source.databaseName, documentID: id, name: name, revision: rev),
-                to: file
-            ).value
+                to: file)
             var spec: [String: JSONValue] = [
                 "follows": true, "content_type": .string(contentType), "length": .int(download.length),
             ]
@@ -159,7 +158,7 @@ struct AttachmentCopy {
         let spool = directory.appendingPathComponent("body")
         try Self.spool(
             json: json, follows: follows.map { ($0.name, $0.contentType, $0.file) }, boundary: boundary, to: spool)
-        return try await target.client.value(
+        return try await target.send(
             PutReplicatedDocumentOperation(
                 database: target.databaseName, id: id, multipartFile: spool, boundary: boundary))
     }

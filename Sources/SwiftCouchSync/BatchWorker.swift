@@ -41,7 +41,7 @@ struct BatchWorker: Sendable {
         }
         guard !revisions.isEmpty else { return counts }
         counts.missingChecked = revisions.values.reduce(0) { $0 + $1.count }
-        let diff = try await target.client.value(
+        let diff = try await target.send(
             RevsDiffOperation(database: target.databaseName, revisions: revisions))
         var wanted: [Wanted] = []
         for id in diff.keys.sorted() {
@@ -89,7 +89,7 @@ struct BatchWorker: Sendable {
         let items = wanted.flatMap { want in want.revs.map { BulkGetItem(id: want.id, rev: $0) } }
         let response: BulkGetResponse<JSONValue>
         do {
-            response = try await source.client.value(
+            response = try await source.send(
                 BulkGetOperation<JSONValue>(
                     database: source.databaseName, items: items,
                     options: DocumentReadOptions(revisions: true, latest: true)))
@@ -182,7 +182,7 @@ struct BatchWorker: Sendable {
     }
 
     private func openRevisions(_ item: Wanted) async throws -> [JSONValue] {
-        let read = try await source.client.value(
+        let read = try await source.send(
             GetOpenRevisionsOperation<JSONValue>(
                 database: source.databaseName, id: item.id, revisions: .revisions(item.revs),
                 options: DocumentReadOptions(revisions: true, attachmentEncodingInfo: true, latest: true)))
@@ -208,7 +208,7 @@ struct BatchWorker: Sendable {
         guard !documents.isEmpty else { return outcome }
         let rows: [BulkWriteResult]
         do {
-            rows = try await target.client.value(
+            rows = try await target.send(
                 BulkDocsOperation(database: target.databaseName, documents: documents, newEdits: false))
         } catch {
             let status = error.statusCode ?? 0
