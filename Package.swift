@@ -67,6 +67,9 @@ let package = Package(
         .testTarget(
             name: "DocumentationSnippetTests", dependencies: ["SwiftCouch", "SwiftCouchTesting", "SwiftCouchStore"],
             path: "Tests/DocumentationSnippetTests"),
+        .testTarget(
+            name: "SwiftCouchSyncTests", dependencies: ["SwiftCouch", "SwiftCouchStore", "CouchTestServer"],
+            path: "Tests/SwiftCouchSyncTests"),
         .testTarget(name: "CouchJSTests", dependencies: ["CouchJS", "CouchQuery"], path: "Tests/CouchJSTests"),
         // CouchStore on its own, as an app uses it: no TestServer in its dependencies.
         .testTarget(name: "CouchStoreTests", dependencies: ["CouchStore", "HTTPWire"], path: "Tests/CouchStoreTests"),
