@@ -55,7 +55,12 @@ struct TreeDifference: Sendable, Equatable, CustomStringConvertible {
 enum RevisionTrees {
     /// Reads every document's tree from `endpoint` (ids from `_all_docs` and `_changes?style=all_docs`, so
     /// deleted documents are included; `_local` documents are not part of a tree).
+    /// On the TestServer's cluster mode with lagging replicas, this waits out the lag first: `_all_docs` and
+    /// `_changes` are served by one copy of each shard, which sees a write only once it is that old.
     static func snapshot(of endpoint: Endpoint, concurrency: Int = 8) async throws -> TreeSnapshot {
+        if SyncEnvironment.replicaLag > 0 {
+            try await Task.sleep(nanoseconds: UInt64((SyncEnvironment.replicaLag * 1.5 + 0.1) * 1e9))
+        }
         var ids = Set<String>()
         let all = try await endpoint.json(.get, ["_all_docs"])
         for row in all["rows"]?.arrayValue ?? [] { if let id = row["id"]?.stringValue { ids.insert(id) } }

@@ -28,6 +28,13 @@ final class SyncEnvironment: Sendable {
     /// The cluster's node count when the embedded TestServer runs in cluster mode (1 otherwise).
     static let nodes = Int(ProcessInfo.processInfo.environment["SWIFTCOUCH_TESTSERVER_NODES"] ?? "") ?? 1
 
+    /// How long the TestServer's lagging replicas take to see a write (`SWIFTCOUCH_TESTSERVER_REPLICA_LAG`).
+    static let replicaLag: Double = {
+        let environment = ProcessInfo.processInfo.environment
+        if let url = environment["COUCHDB_URL"], !url.isEmpty { return 0 }
+        return Double(environment["SWIFTCOUCH_TESTSERVER_REPLICA_LAG"] ?? "") ?? 0
+    }()
+
     private init() throws {
         let environment = ProcessInfo.processInfo.environment
         if let raw = environment["COUCHDB_URL"], !raw.isEmpty, let url = URL(string: raw) {
@@ -39,7 +46,7 @@ final class SyncEnvironment: Sendable {
         } else {
             var configuration = TestServer.Configuration()
             configuration.nodes = Self.nodes
-            configuration.replicaLag = Double(environment["SWIFTCOUCH_TESTSERVER_REPLICA_LAG"] ?? "") ?? 0
+            configuration.replicaLag = Self.replicaLag
             let server = try TestServer.start(configuration)
             self.url = server.url
             self.credentials = Credentials(username: server.adminName, password: server.adminPassword)
