@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "SwiftCouchTesting", targets: ["SwiftCouchTesting"]),
         .library(name: "CouchStore", targets: ["CouchStore"]),
         .library(name: "SwiftCouchStore", targets: ["SwiftCouchStore"]),
+        .library(name: "SwiftCouchSync", targets: ["SwiftCouchSync"]),
         .library(name: "CouchTestServer", targets: ["CouchTestServer"]),
         .executable(name: "TestServer", targets: ["TestServerCLI"]),
         .executable(name: "SwiftCouchDemo", targets: ["SwiftCouchDemo"]),
@@ -38,6 +39,10 @@ let package = Package(
         // never depends on SwiftCouch, so the TestServer stays independent of the client it tests).
         .target(
             name: "SwiftCouchStore", dependencies: ["SwiftCouch", "CouchStore"], path: "Sources/SwiftCouchStore"),
+        // Replication (CouchDB's protocol) between any two databases, local or remote, through SwiftCouch's operations.
+        .target(
+            name: "SwiftCouchSync", dependencies: ["SwiftCouch", "SwiftCouchStore", "CouchStore"],
+            path: "Sources/SwiftCouchSync"),
         // The TestServer: the HTTP face over CouchStore, with faults, authentication, cluster mode and the replicator.
         .target(
             name: "CouchTestServer", dependencies: ["HTTPWire", "CouchQuery", "CouchGzip", "CouchStore"],
@@ -68,7 +73,8 @@ let package = Package(
             name: "DocumentationSnippetTests", dependencies: ["SwiftCouch", "SwiftCouchTesting", "SwiftCouchStore"],
             path: "Tests/DocumentationSnippetTests"),
         .testTarget(
-            name: "SwiftCouchSyncTests", dependencies: ["SwiftCouch", "SwiftCouchStore", "CouchTestServer"],
+            name: "SwiftCouchSyncTests",
+            dependencies: ["SwiftCouchSync", "SwiftCouchStore", "SwiftCouch", "CouchTestServer"],
             path: "Tests/SwiftCouchSyncTests"),
         .testTarget(name: "CouchJSTests", dependencies: ["CouchJS", "CouchQuery"], path: "Tests/CouchJSTests"),
         // CouchStore on its own, as an app uses it: no TestServer in its dependencies.
