@@ -70,7 +70,8 @@ let package = Package(
             path: "Tests/CouchTestServerTests"),
         // The Swift snippets of README.md and the DocC articles, compiled (never run).
         .testTarget(
-            name: "DocumentationSnippetTests", dependencies: ["SwiftCouch", "SwiftCouchTesting", "SwiftCouchStore"],
+            name: "DocumentationSnippetTests",
+            dependencies: ["SwiftCouch", "SwiftCouchTesting", "SwiftCouchStore", "SwiftCouchSync"],
             path: "Tests/DocumentationSnippetTests"),
         .testTarget(
             name: "SwiftCouchSyncTests",

@@ -6,7 +6,7 @@ import SwiftCouchStore
 ///
 /// Both kinds are spoken to the same way: through SwiftCouch's operations (`_changes`,
 /// `_revs_diff`, `_bulk_get`, `_bulk_docs`, `_local` documents), over HTTP for a remote database
-/// and in process for a local one (a ``SwiftCouchStore/LocalDatabase``'s own client). There is no
+/// and in process for a local one (a `LocalDatabase`'s own client). There is no
 /// second code path for local databases.
 ///
 /// ```swift
@@ -16,7 +16,7 @@ import SwiftCouchStore
 public enum ReplicationEndpoint: Sendable {
     /// A database of a server, reached through its client.
     case remote(Database)
-    /// A database of a ``SwiftCouchStore/LocalStore`` on this device.
+    /// A database of a `LocalStore` on this device.
     case local(LocalDatabase)
 
     /// The client the endpoint's requests go through.
@@ -35,7 +35,7 @@ public enum ReplicationEndpoint: Sendable {
         }
     }
 
-    /// The endpoint as a ``SwiftCouch/DocumentStore`` (for reading conflicts and resolving them).
+    /// The endpoint as a `DocumentStore` (for reading conflicts and resolving them).
     public var store: any DocumentStore {
         switch self {
         case .remote(let database): return database

@@ -11,7 +11,7 @@ public enum ReplicationState: Sendable, CustomStringConvertible {
     case idle
     /// Continuous mode: a peer cannot be reached (or answered 429 or 5xx); retrying after a backoff.
     case offline
-    /// Stopped by ``Replicator/stop()`` or finished (one-shot).
+    /// Stopped by ``Replicator/stop(timeout:)`` or finished (one-shot).
     case stopped
     /// Ended by an error that retrying cannot fix (a missing database, a refused login, ...).
     case failed(CouchError)

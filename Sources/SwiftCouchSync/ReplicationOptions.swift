@@ -39,8 +39,7 @@ public enum ReplicationFilter: Sendable {
         case .documentIDs(let ids):
             return "doc_ids:" + ReplicationID.canonical(.array(ids.sorted().map(JSONValue.string)))
         case .selector(let selector):
-            let json = (try? JSONDecoder().decode(JSONValue.self, from: JSONEncoder().encode(selector))) ?? .null
-            return "selector:" + ReplicationID.canonical(json)
+            return "selector:" + ReplicationID.canonical(selector.json)
         case .designFilter(let ddoc, let name, let parameters):
             let params = JSONValue.object(parameters.mapValues(JSONValue.string))
             return "filter:" + ddoc + "/" + name + ":" + ReplicationID.canonical(params)
@@ -90,9 +89,10 @@ public struct ReplicationOptions: Sendable {
     public var workers: Int
     /// How often a checkpoint is written while work goes on (and always at the end). Defaults to 5 s.
     public var checkpointInterval: TimeInterval
-    /// Continuous mode: the heartbeat asked of the changes feed, in seconds. Defaults to 10.
-    public var heartbeat: TimeInterval
-    /// Continuous mode: how long one long-poll of the changes feed waits, in seconds. Defaults to 30.
+    /// Continuous mode: how long one long-poll of the changes feed waits for a change, in seconds:
+    /// the server answers by then (empty when nothing came) and the next long-poll starts, so a
+    /// silent connection is noticed within `feedTimeout` + 15 s (the request's deadline) and
+    /// reopened. Defaults to 30.
     public var feedTimeout: TimeInterval
     /// Continuous mode: the backoff after a lost connection, a 429 or a 5xx.
     public var backoff: ReplicationBackoff
@@ -109,7 +109,7 @@ public struct ReplicationOptions: Sendable {
     public init(
         continuous: Bool = false, createTarget: Bool = false, filter: ReplicationFilter? = nil,
         winningRevisionsOnly: Bool = false, since: CouchSequence? = nil, batchSize: Int = 500, workers: Int = 4,
-        checkpointInterval: TimeInterval = 5, heartbeat: TimeInterval = 10, feedTimeout: TimeInterval = 30,
+        checkpointInterval: TimeInterval = 5, feedTimeout: TimeInterval = 30,
         backoff: ReplicationBackoff = ReplicationBackoff(), direction: ReplicationDirection? = nil,
         conflictResolver: (@Sendable (ConflictBatch) async throws -> Void)? = nil
     ) {
@@ -121,7 +121,6 @@ public struct ReplicationOptions: Sendable {
         self.batchSize = batchSize
         self.workers = workers
         self.checkpointInterval = checkpointInterval
-        self.heartbeat = heartbeat
         self.feedTimeout = feedTimeout
         self.backoff = backoff
         self.direction = direction
@@ -135,8 +134,8 @@ public struct ReplicationOptions: Sendable {
         guard workers >= 1, workers <= 64 else {
             throw CouchError.validation("workers must be between 1 and 64, not \(workers).")
         }
-        guard checkpointInterval >= 0, heartbeat > 0, feedTimeout > 0 else {
-            throw CouchError.validation("checkpointInterval, heartbeat and feedTimeout must be positive.")
+        guard checkpointInterval >= 0, feedTimeout > 0, feedTimeout < 3600 else {
+            throw CouchError.validation("checkpointInterval must be positive and feedTimeout between 0 and 3600 s.")
         }
         try filter?.changesFilter?.validateForReplication()
         if case .closure(let version, _) = filter, version.isEmpty {

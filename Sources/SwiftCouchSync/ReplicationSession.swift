@@ -184,9 +184,12 @@ final class ReplicationSession {
             style: options.winningRevisionsOnly ? .mainOnly : .allDocs, filter: changesFilter)
         var call = CallOptions()
         if feed == .longpoll {
-            operation.heartbeat = Int(options.heartbeat * 1000)
+            // The server answers after `feedTimeout` at the latest (empty when nothing came), so a
+            // connection that went silent is noticed by the request's own deadline, a little later.
+            // (CouchDB ignores `timeout` when `heartbeat` is set, and a feed kept open by heartbeats
+            // would outlive any deadline.)
             operation.timeout = Int(options.feedTimeout * 1000)
-            call.timeout = options.feedTimeout + options.heartbeat + 30
+            call.timeout = options.feedTimeout + 15
         }
         return try await source.client.value(operation, options: call)
     }

@@ -18,7 +18,7 @@ import SwiftCouchStore
 /// One-shot (the default): ``run()`` returns once every change the source had when it started
 /// reading is on the target and the final checkpoint is written. Continuous
 /// (``ReplicationOptions/continuous``): ``run()`` (or ``start()``) follows the source until
-/// ``stop()``, reconnecting after drops with a backoff.
+/// ``stop(timeout:)``, reconnecting after drops with a backoff.
 ///
 /// See the `Protocol` article of this module for what is written when, what is retried and what
 /// the events promise.
@@ -65,9 +65,9 @@ public final class Replicator: Sendable {
     }
 
     /// Runs the replication in the calling task: one-shot, it returns the counts once the final
-    /// checkpoint is written; continuous, it returns when ``stop()`` is called (or the task is
+    /// checkpoint is written; continuous, it returns when ``stop(timeout:)`` is called (or the task is
     /// cancelled) with the counts so far.
-    /// - Throws: ``SwiftCouch/CouchError`` saying what failed (the database, the request, CouchDB's
+    /// - Throws: `CouchError` saying what failed (the database, the request, CouchDB's
     ///   answer); a one-shot run that fails leaves the last checkpoint written, so the next run
     ///   resumes from there.
     @discardableResult
@@ -100,7 +100,7 @@ public final class Replicator: Sendable {
     }
 
     /// Starts ``run()`` in a task of its own (for continuous replications an app keeps running);
-    /// follow it with ``events()``, end it with ``stop()``.
+    /// follow it with ``events()``, end it with ``stop(timeout:)``.
     public func start() {
         Task { [self] in _ = try? await run() }
     }

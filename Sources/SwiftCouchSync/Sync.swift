@@ -121,7 +121,7 @@ public final class Sync: Sendable {
         return try result.get()
     }
 
-    /// Starts ``run()`` in a task of its own; end it with ``stop()``.
+    /// Starts ``run()`` in a task of its own; end it with ``stop(timeout:)``.
     public func start() {
         Task { [self] in _ = try? await run() }
     }
