@@ -96,8 +96,10 @@ struct AttachmentCopy {
         var follows: [(name: String, contentType: String, file: URL, spec: JSONValue)] = []
         for (index, name) in attachments.keys.sorted().enumerated() {
             guard let stub = attachments[name] else { continue }
-            let revpos = stub["revpos"]?.intValue ?? Int64.max
-            if revpos <= sentAbove {
+            // A stub only for an attachment known to be older than the target's ancestor; an
+            // unknown revpos (absent, or 0 as some replicated writes leave it) is sent.
+            let revpos = stub["revpos"]?.intValue ?? 0
+            if revpos >= 1 && revpos <= sentAbove {
                 stubs.append((name, stub))
                 continue
             }
@@ -111,9 +113,8 @@ struct AttachmentCopy {
                     StoredAttachmentOperation(
                         database: source.databaseName, documentID: id, name: name, revision: rev))
                 try Self.save(stored.data, to: file)
-                var spec: [String: JSONValue] = [
-                    "follows": true, "content_type": .string(contentType), "revpos": stub["revpos"] ?? .null,
-                ]
+                var spec: [String: JSONValue] = ["follows": true, "content_type": .string(contentType)]
+                if let revpos = stub["revpos"] { spec["revpos"] = revpos }
                 if stored.encoding == "gzip" {
                     spec["encoding"] = "gzip"
                     spec["encoded_length"] = .int(Int64(stored.data.count))
