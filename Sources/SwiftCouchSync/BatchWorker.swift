@@ -181,13 +181,53 @@ struct BatchWorker: Sendable {
                     deleted: document["_deleted"]?.boolValue ?? false, conflicted: conflicted.contains(id))))
     }
 
+    /// `open_revs` for the revisions of `item`, several requests when the list would make the URL
+    /// too long (CouchDB refuses request lines past about 8 KB; its replicator keeps URLs under
+    /// 7,000 characters), halved again on a 414 (or a 400 for a list of more than one).
     private func openRevisions(_ item: Wanted) async throws -> [JSONValue] {
-        let read = try await source.send(
-            GetOpenRevisionsOperation<JSONValue>(
-                database: source.databaseName, id: item.id, revisions: .revisions(item.revs),
-                options: DocumentReadOptions(revisions: true, attachmentEncodingInfo: true, latest: true)))
+        var documents: [JSONValue] = []
         var seen = Set<String>()
-        return read.compactMap(\.document).filter { seen.insert($0["_rev"]?.stringValue ?? "").inserted }
+        for chunk in Self.urlSizedChunks(item.revs) {
+            for document in try await openRevisions(id: item.id, revs: chunk)
+            where seen.insert(document["_rev"]?.stringValue ?? "").inserted {
+                documents.append(document)
+            }
+        }
+        return documents
+    }
+
+    private func openRevisions(id: String, revs: [String]) async throws(CouchError) -> [JSONValue] {
+        do {
+            let read = try await source.send(
+                GetOpenRevisionsOperation<JSONValue>(
+                    database: source.databaseName, id: id, revisions: .revisions(revs),
+                    options: DocumentReadOptions(revisions: true, attachmentEncodingInfo: true, latest: true)))
+            return read.compactMap(\.document)
+        } catch {
+            guard revs.count > 1, error.statusCode == 414 || error.statusCode == 400 else { throw error }
+            let half = revs.count / 2
+            return try await openRevisions(id: id, revs: Array(revs[..<half]))
+                + openRevisions(id: id, revs: Array(revs[half...]))
+        }
+    }
+
+    /// The revisions in lists whose `open_revs` parameter stays under 4,000 characters encoded.
+    static func urlSizedChunks(_ revs: [String], limit: Int = 4_000) -> [[String]] {
+        var chunks: [[String]] = []
+        var current: [String] = []
+        var length = 0
+        for rev in revs {
+            let cost = rev.utf8.count + 9  // %22…%22 and %2C
+            if !current.isEmpty && length + cost > limit {
+                chunks.append(current)
+                current = []
+                length = 0
+            }
+            current.append(rev)
+            length += cost
+        }
+        if !current.isEmpty { chunks.append(current) }
+        return chunks
     }
 
     /// What a write did.

@@ -299,3 +299,19 @@ struct ReplicationInternalsTests {
         #expect(source.json(id: "abc")["_id"] == "_local/abc")
     }
 }
+
+@Suite("Replicator: open_revs URLs")
+struct OpenRevisionsChunkTests {
+    @Test("210 leaves are read in several open_revs requests, each URL-sized, none lost or repeated")
+    func chunks() {
+        let revs = (0..<210).map { "2-" + String(repeating: String(format: "%02x", $0 % 256), count: 16) }
+        let chunks = BatchWorker.urlSizedChunks(revs)
+        #expect(chunks.count > 1)
+        #expect(chunks.flatMap { $0 } == revs)
+        for chunk in chunks {
+            #expect(chunk.reduce(0) { $0 + $1.utf8.count + 9 } <= 4_000)
+        }
+        #expect(BatchWorker.urlSizedChunks(["1-a"]) == [["1-a"]])
+        #expect(BatchWorker.urlSizedChunks([]).isEmpty)
+    }
+}
