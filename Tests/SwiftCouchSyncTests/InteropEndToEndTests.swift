@@ -37,7 +37,8 @@ import Testing
         let corpus = try await Corpus.build(in: Endpoint(local), spec: .onRequest, seed: 7)
         local.close()
         var configuration = TestServer.Configuration()
-        configuration.dataDirectory = directory.appendingPathComponent("data", isDirectory: true)  // the store's engine files
+        // The store keeps its engine's files in `data` beside its lock.
+        configuration.dataDirectory = directory.appendingPathComponent("data", isDirectory: true)
         configuration.passwordIterations = 10
         let server = try TestServer.start(configuration)
         defer { server.stop() }
