@@ -48,7 +48,10 @@ let package = Package(
             name: "CouchTestServer", dependencies: ["HTTPWire", "CouchQuery", "CouchGzip", "CouchStore"],
             path: "TestServer/Sources/CouchTestServer"),
         .executableTarget(
-            name: "SwiftCouchBenchmarks", dependencies: ["SwiftCouch", "CouchTestServer", "CouchStore", "HTTPWire"],
+            name: "SwiftCouchBenchmarks",
+            dependencies: [
+                "SwiftCouch", "CouchTestServer", "CouchStore", "HTTPWire", "SwiftCouchStore", "SwiftCouchSync",
+            ],
             path: "Sources/SwiftCouchBenchmarks"),
         // The chaos soak: mixed operations under every fault at once, invariants checked afterwards.
         .executableTarget(

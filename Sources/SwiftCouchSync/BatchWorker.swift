@@ -41,7 +41,7 @@ struct BatchWorker: Sendable {
         }
         guard !revisions.isEmpty else { return counts }
         counts.missingChecked = revisions.values.reduce(0) { $0 + $1.count }
-        let diff = try await target.client.value(
+        let diff = try await target.send(
             RevsDiffOperation(database: target.databaseName, revisions: revisions))
         var wanted: [Wanted] = []
         for id in diff.keys.sorted() {
@@ -89,7 +89,7 @@ struct BatchWorker: Sendable {
         let items = wanted.flatMap { want in want.revs.map { BulkGetItem(id: want.id, rev: $0) } }
         let response: BulkGetResponse<JSONValue>
         do {
-            response = try await source.client.value(
+            response = try await source.send(
                 BulkGetOperation<JSONValue>(
                     database: source.databaseName, items: items,
                     options: DocumentReadOptions(revisions: true, latest: true)))
@@ -130,61 +130,125 @@ struct BatchWorker: Sendable {
         return (documents, leftOver)
     }
 
-    /// `open_revs` with `atts_since` (the target's possible ancestors, so attachments it has are
-    /// sent as stubs), `revs=true&latest=true`, then one write per revision.
+    /// `open_revs` with `revs=true&latest=true` (attachments as stubs), then one write per
+    /// revision: a revision without attachments through `_bulk_docs`, one with attachments as a
+    /// streamed multipart PUT sending only the attachments newer than the target's possible
+    /// ancestors (what `atts_since` would send) — downloaded to and uploaded from temporary files.
     private func copySingle(_ item: Wanted, conflicted: Set<String>) async throws -> ReplicationSummary {
         var counts = ReplicationSummary()
-        var documents = try await openRevisions(item, attachmentsSince: item.ancestors)
-        if documents.isEmpty && item.ancestors != nil {
-            // Missing on the source as asked: once more without atts_since, as CouchDB does.
-            documents = try await openRevisions(item, attachmentsSince: nil)
-        }
+        let documents = try await openRevisions(item)
         for document in documents where passesFilter(document) {
             counts.docsRead += 1
-            var written = try await write([document], conflicted: conflicted, reportMissingStub: true)
-            if written.missingStub {
-                // The target lacks an attachment the stubs point to: send every attachment.
-                let full = try await openRevisions(
-                    Wanted(id: item.id, revs: [document["_rev"]?.stringValue ?? ""], ancestors: nil),
-                    attachmentsSince: nil)
-                written = try await write(full, conflicted: conflicted, reportMissingStub: false)
+            let attachments = document["_attachments"]?.objectValue ?? [:]
+            if attachments.isEmpty {
+                counts.add(try await write([document], conflicted: conflicted))
+                continue
             }
-            counts.add(written.summary)
+            var outcome = WriteOutcome()
+            let sentAbove = AttachmentCopy.sentAbove(document, ancestors: item.ancestors)
+            do {
+                try await writeWithAttachments(document, sentAbove: sentAbove, conflicted: conflicted, into: &outcome)
+            } catch {
+                // missing_stub: the target lacks an attachment a stub points to (pruned by
+                // revs_limit, say): send every attachment.
+                guard error.statusCode == 412, sentAbove > 0 else { throw error }
+                try await writeWithAttachments(document, sentAbove: 0, conflicted: conflicted, into: &outcome)
+            }
+            counts.add(outcome.summary)
         }
         return counts
     }
 
-    private func openRevisions(_ item: Wanted, attachmentsSince: [String]?) async throws -> [JSONValue] {
-        let read = try await source.client.value(
-            GetOpenRevisionsOperation<JSONValue>(
-                database: source.databaseName, id: item.id, revisions: .revisions(item.revs),
-                options: DocumentReadOptions(
-                    revisions: true, attachments: true,
-                    attachmentsSince: (attachmentsSince?.isEmpty ?? true) ? nil : attachmentsSince, latest: true)))
+    private func writeWithAttachments(
+        _ document: JSONValue, sentAbove: Int64, conflicted: Set<String>, into outcome: inout WriteOutcome
+    ) async throws(CouchError) {
+        let id = document["_id"]?.stringValue ?? ""
+        do {
+            _ = try await AttachmentCopy(source: source, target: target).write(document, sentAbove: sentAbove)
+        } catch {
+            let status = error.statusCode ?? 0
+            if [401, 403, 413, 415].contains(status) || (status == 400 && Self.isAttachmentNameError(error)) {
+                deny(document, error: error.error ?? "forbidden", reason: error.reason ?? error.message, into: &outcome)
+                return
+            }
+            throw error
+        }
+        outcome.summary.docsWritten += 1
+        hub.emit(
+            .documentWritten(
+                ReplicatedDocument(
+                    id: id, rev: document["_rev"]?.stringValue ?? "", direction: direction,
+                    deleted: document["_deleted"]?.boolValue ?? false, conflicted: conflicted.contains(id))))
+    }
+
+    /// `open_revs` for the revisions of `item`, several requests when the list would make the URL
+    /// too long (CouchDB refuses request lines past about 8 KB; its replicator keeps URLs under
+    /// 7,000 characters), halved again on a 414 (or a 400 for a list of more than one).
+    private func openRevisions(_ item: Wanted) async throws -> [JSONValue] {
+        var documents: [JSONValue] = []
         var seen = Set<String>()
-        return read.compactMap(\.document).filter { seen.insert($0["_rev"]?.stringValue ?? "").inserted }
+        for chunk in Self.urlSizedChunks(item.revs) {
+            for document in try await openRevisions(id: item.id, revs: chunk)
+            where seen.insert(document["_rev"]?.stringValue ?? "").inserted {
+                documents.append(document)
+            }
+        }
+        return documents
+    }
+
+    private func openRevisions(id: String, revs: [String]) async throws(CouchError) -> [JSONValue] {
+        do {
+            let read = try await source.send(
+                GetOpenRevisionsOperation<JSONValue>(
+                    database: source.databaseName, id: id, revisions: .revisions(revs),
+                    options: DocumentReadOptions(revisions: true, attachmentEncodingInfo: true, latest: true)))
+            return read.compactMap(\.document)
+        } catch {
+            guard revs.count > 1, error.statusCode == 414 || error.statusCode == 400 else { throw error }
+            let half = revs.count / 2
+            return try await openRevisions(id: id, revs: Array(revs[..<half]))
+                + openRevisions(id: id, revs: Array(revs[half...]))
+        }
+    }
+
+    /// The revisions in lists whose `open_revs` parameter stays under 4,000 characters encoded.
+    static func urlSizedChunks(_ revs: [String], limit: Int = 4_000) -> [[String]] {
+        var chunks: [[String]] = []
+        var current: [String] = []
+        var length = 0
+        for rev in revs {
+            let cost = rev.utf8.count + 9  // %22…%22 and %2C
+            if !current.isEmpty && length + cost > limit {
+                chunks.append(current)
+                current = []
+                length = 0
+            }
+            current.append(rev)
+            length += cost
+        }
+        if !current.isEmpty { chunks.append(current) }
+        return chunks
     }
 
     /// What a write did.
     struct WriteOutcome {
         var summary = ReplicationSummary()
-        var missingStub = false
     }
 
     private func write(_ documents: [JSONValue], conflicted: Set<String>) async throws -> ReplicationSummary {
-        try await write(documents, conflicted: conflicted, reportMissingStub: false).summary
+        try await writeBatch(documents, conflicted: conflicted).summary
     }
 
     /// `_bulk_docs` with `new_edits=false`; a 413 splits the batch in halves, a single document
     /// that is too large is skipped and counted; per-document refusals are skipped and counted.
-    private func write(_ documents: [JSONValue], conflicted: Set<String>, reportMissingStub: Bool)
+    private func writeBatch(_ documents: [JSONValue], conflicted: Set<String>)
         async throws -> WriteOutcome
     {
         var outcome = WriteOutcome()
         guard !documents.isEmpty else { return outcome }
         let rows: [BulkWriteResult]
         do {
-            rows = try await target.client.value(
+            rows = try await target.send(
                 BulkDocsOperation(database: target.databaseName, documents: documents, newEdits: false))
         } catch {
             let status = error.statusCode ?? 0
@@ -194,9 +258,8 @@ struct BatchWorker: Sendable {
                     return outcome
                 }
                 let half = documents.count / 2
-                let first = try await write(Array(documents[..<half]), conflicted: conflicted, reportMissingStub: false)
-                let second = try await write(
-                    Array(documents[half...]), conflicted: conflicted, reportMissingStub: false)
+                let first = try await writeBatch(Array(documents[..<half]), conflicted: conflicted)
+                let second = try await writeBatch(Array(documents[half...]), conflicted: conflicted)
                 outcome.summary.add(first.summary)
                 outcome.summary.add(second.summary)
                 return outcome
@@ -206,10 +269,6 @@ struct BatchWorker: Sendable {
                 deny(
                     documents[0], error: error.error ?? "forbidden", reason: error.reason ?? error.message,
                     into: &outcome)
-                return outcome
-            }
-            if status == 412 && error.error == "missing_stub" && reportMissingStub {
-                outcome.missingStub = true
                 return outcome
             }
             if status == 400 && Self.isAttachmentNameError(error) {
@@ -225,10 +284,6 @@ struct BatchWorker: Sendable {
         for document in documents {
             let id = document["_id"]?.stringValue ?? ""
             if let failure = failed[id] {
-                if failure.error == "missing_stub" && reportMissingStub {
-                    outcome.missingStub = true
-                    continue
-                }
                 guard Self.skippable(failure.error) else {
                     var error = CouchError(
                         kind: .http,

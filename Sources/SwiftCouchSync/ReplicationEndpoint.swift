@@ -82,3 +82,46 @@ public enum ReplicationEndpoint: Sendable {
         }
     }
 }
+
+extension ReplicationEndpoint {
+    /// Tries per request, as CouchDB's replicator (`retries_per_request`, 5).
+    static let attemptsPerRequest = 5
+
+    /// Runs `operation` on the endpoint's client, trying again after a transient failure (a lost
+    /// connection or answer, a timeout, 408, 429, 5xx) up to ``attemptsPerRequest`` times with a
+    /// jittered backoff. Every request of a replication is safe to repeat: reads, `_revs_diff`,
+    /// writes of fixed revisions (`new_edits=false`), and checkpoint PUTs (a 409 after a lost
+    /// answer is read back, see the session).
+    func send<Op: CouchOperation>(_ operation: Op, options: CallOptions = CallOptions()) async throws(CouchError)
+        -> Op.Response
+    {
+        var backoff = ReplicationBackoff(base: 0.2, cap: 5)
+        var attempt = 1
+        while true {
+            do {
+                return try await client.value(operation, options: options)
+            } catch {
+                guard attempt < Self.attemptsPerRequest, ReplicationDriver.isTransient(error), !Task.isCancelled
+                else { throw error }
+                attempt += 1
+                try? await Task.sleep(nanoseconds: UInt64(backoff.next() * 1_000_000_000))
+            }
+        }
+    }
+
+    /// Downloads an attachment to `file`, with the retries of ``send(_:options:)``.
+    func download(_ operation: GetAttachmentOperation, to file: URL) async throws(CouchError) -> AttachmentDownload {
+        var backoff = ReplicationBackoff(base: 0.2, cap: 5)
+        var attempt = 1
+        while true {
+            do {
+                return try await client.download(operation, to: file).value
+            } catch {
+                guard attempt < Self.attemptsPerRequest, ReplicationDriver.isTransient(error), !Task.isCancelled
+                else { throw error }
+                attempt += 1
+                try? await Task.sleep(nanoseconds: UInt64(backoff.next() * 1_000_000_000))
+            }
+        }
+    }
+}

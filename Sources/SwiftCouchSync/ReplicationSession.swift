@@ -71,7 +71,7 @@ final class ReplicationSession {
         } catch {
             guard error.isNotFound, options.createTarget else { throw error }
             do {
-                _ = try await target.client.value(CreateDatabaseOperation(name: target.databaseName))
+                _ = try await target.send(CreateDatabaseOperation(name: target.databaseName))
             } catch {
                 guard error.statusCode == 412 else { throw error }  // 412: created meanwhile
             }
@@ -82,7 +82,7 @@ final class ReplicationSession {
 
     private func info(_ endpoint: ReplicationEndpoint) async throws(CouchError) -> DatabaseInfo {
         do {
-            return try await endpoint.client.value(GetDatabaseInfoOperation(name: endpoint.databaseName))
+            return try await endpoint.send(GetDatabaseInfoOperation(name: endpoint.databaseName))
         } catch {
             var error = error
             if error.isNotFound {
@@ -94,7 +94,7 @@ final class ReplicationSession {
 
     private func readLog(_ endpoint: ReplicationEndpoint) async throws(CouchError) -> ReplicationLog? {
         do {
-            let json = try await endpoint.client.value(
+            let json = try await endpoint.send(
                 GetDocumentOperation<JSONValue>(database: endpoint.databaseName, id: localID))
             return ReplicationLog(json: json)
         } catch {
@@ -152,7 +152,7 @@ final class ReplicationSession {
         let put = PutDocumentOperation<JSONValue>(
             database: endpoint.databaseName, id: localID, document: log.json(id: replicator.replicationID))
         do {
-            return try await endpoint.client.value(put).rev
+            return try await endpoint.send(put).rev
         } catch {
             guard error.isConflict else { throw error }
             // A PUT whose answer was lost and that was sent again: the first one may have been stored.
@@ -191,7 +191,7 @@ final class ReplicationSession {
             operation.timeout = Int(options.feedTimeout * 1000)
             call.timeout = options.feedTimeout + 15
         }
-        return try await source.client.value(operation, options: call)
+        return try await source.send(operation, options: call)
     }
 
     /// Continuous mode: waits (long-poll) for a change after ``readSeq``. True when there is one.

@@ -144,7 +144,8 @@ struct ReplicationDriver {
                 return total
             } catch is PeerRecreated {
                 total.add(session.summary)
-                recreations += 1
+                // Counted in a row: a session that caught up in between starts the count again.
+                recreations = session.caughtUp ? 1 : recreations + 1
                 if recreations > 3 {
                     let error = CouchError.validation(
                         "A database of the replication was deleted and created again \(recreations) times in a row.")

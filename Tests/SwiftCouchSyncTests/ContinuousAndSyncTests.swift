@@ -84,13 +84,13 @@ struct ContinuousAndSyncTests {
             let shared = try await remote.put(JSONValue.object(["v": "base"]), id: "shared")
             try await remote.put(JSONValue.object(["side": "remote"]), id: "from-remote")
             try await local.put(JSONValue.object(["side": "local"]), id: "from-local")
-            _ = try await Sync(local: .local(local), remote: .remote(remote)).run()
+            _ = try await Sync(local: .local(local), remote: .remote(remote)).settledRun()
             #expect(try await SyncFixture.trees(local) == (try await SyncFixture.trees(remote)))
 
             // Concurrent edits of one document: a conflict on both sides after a sync without a resolver.
             try await local.put(JSONValue.object(["v": "local edit"]), id: "shared", revision: shared.rev)
             try await remote.put(JSONValue.object(["v": "remote edit"]), id: "shared", revision: shared.rev)
-            _ = try await Sync(local: .local(local), remote: .remote(remote)).run()
+            _ = try await Sync(local: .local(local), remote: .remote(remote)).settledRun()
             #expect(try await SyncFixture.trees(local) == (try await SyncFixture.trees(remote)))
             #expect(try await local.conflictedDocumentIDs() == ["shared"])
             let localWinner = try await local.get("shared", as: JSONValue.self)
@@ -106,15 +106,16 @@ struct ContinuousAndSyncTests {
                     resolved.add(id)
                 }
             }
-            _ = try await Sync(local: .local(local), remote: .remote(remote), options: options).run()
+            _ = try await Sync(local: .local(local), remote: .remote(remote), options: options).settledRun()
             // The resolver ran (a pulled batch carried the conflicted document) or there was nothing
             // new to pull; either way resolve now through a sync that pulls the conflict again.
             if resolved.ids.isEmpty {
                 let leaves = try await local.conflictLeaves(of: "shared", as: JSONValue.self)
                 try await local.resolveConflicts(of: "shared", keeping: leaves[0].rev ?? "")
             }
-            _ = try await Sync(local: .local(local), remote: .remote(remote)).run()
+            _ = try await Sync(local: .local(local), remote: .remote(remote)).settledRun()
             #expect(try await local.conflictedDocumentIDs().isEmpty)
+            await SyncFixture.settle()
             #expect(try await remote.conflictedDocumentIDs().isEmpty)
             #expect(try await SyncFixture.trees(local) == (try await SyncFixture.trees(remote)))
         }
@@ -140,7 +141,7 @@ struct ContinuousAndSyncTests {
                     try await batch.database.resolveConflicts(of: id, keeping: leaves[0].rev ?? "")
                 }
             }
-            _ = try await Replicator(source: .remote(remote), target: .local(local), options: options).run()
+            _ = try await Replicator(source: .remote(remote), target: .local(local), options: options).settledRun()
             #expect(seen.ids == ["c"])
             #expect(try await local.conflictedDocumentIDs().isEmpty)
         }

@@ -2,7 +2,7 @@ import CouchTestServer
 import Foundation
 import SwiftCouch
 import SwiftCouchStore
-import SwiftCouchSync
+@testable import SwiftCouchSync
 import Testing
 
 /// Runs `body` with a fresh local store, closed and removed afterwards.
@@ -41,7 +41,7 @@ struct ReplicationFeatureTests {
             contentType: "text/plain", revision: first.rev)
         try await withLocalStore { store in
             let local = try await store.database("files")
-            let pulled = try await Replicator(source: .remote(remote), target: .local(local)).run()
+            let pulled = try await Replicator(source: .remote(remote), target: .local(local)).settledRun()
             #expect(pulled.docsWritten == 1)
             #expect(try await SyncFixture.trees(local) == (try await SyncFixture.trees(remote)))
 
@@ -50,14 +50,14 @@ struct ReplicationFeatureTests {
             try await remote.putAttachment(
                 "third.txt", of: "with-files", data: Data("third".utf8), contentType: "text/plain",
                 revision: second.rev)
-            let again = try await Replicator(source: .remote(remote), target: .local(local)).run()
+            let again = try await Replicator(source: .remote(remote), target: .local(local)).settledRun()
             #expect(again.docsWritten == 1)
             #expect(try await SyncFixture.trees(local) == (try await SyncFixture.trees(remote)))
             let blob = try await local.attachment("blob.bin", of: "with-files")
             #expect(blob.data == noise(200_000, seed: 7))
 
             let copy = try await SyncFixture.remoteDatabase(client)
-            let pushed = try await Replicator(source: .local(local), target: .remote(copy)).run()
+            let pushed = try await Replicator(source: .local(local), target: .remote(copy)).settledRun()
             #expect(pushed.docsWritten == 1)
             #expect(try await SyncFixture.trees(copy) == (try await SyncFixture.trees(remote)))
             try await copy.delete()
@@ -76,7 +76,7 @@ struct ReplicationFeatureTests {
             let replicator = Replicator(
                 source: .remote(source), target: .local(local), options: ReplicationOptions(batchSize: 5))
             let log = EventLog(replicator)
-            let summary = try await replicator.run()
+            let summary = try await replicator.settledRun()
             let events = await log.finished()
             var states: [String] = []
             var written = 0
@@ -123,7 +123,7 @@ struct ReplicationFeatureTests {
         _ = try await source.bulk(documents)
         let replicator = Replicator(source: .remote(source), target: .remote(target))
         let log = EventLog(replicator)
-        let summary = try await replicator.run()
+        let summary = try await replicator.settledRun()
         #expect(summary.docWriteFailures == 4)
         #expect(summary.docsWritten == 6)
         let denials = await log.finished().compactMap { event -> DeniedWrite? in
@@ -169,7 +169,8 @@ struct ReplicationFeatureTests {
             let target = try await SyncFixture.remoteDatabase(client)
             let summary = try await Replicator(
                 source: .remote(source), target: .remote(target), options: ReplicationOptions(filter: filter)
-            ).run()
+            ).settledRun()
+            await SyncFixture.settle()
             let ids = try await target.allDocs().rows.compactMap(\.id)
             #expect(ids == expected, "\(filter)")
             #expect(summary.docsWritten == expected.count)
@@ -242,7 +243,7 @@ struct ReplicationFeatureTests {
         let replicator = Replicator(
             source: .remote(source), target: .remote(target),
             options: ReplicationOptions(batchSize: 3, workers: 2, checkpointInterval: 0))
-        let first = try await replicator.run()
+        let first = try await replicator.settledRun()
         let checkpoint = try await client.value(
             GetDocumentOperation<JSONValue>(database: target.name, id: "_local/" + replicator.replicationID))
         _ = try await client.value(
@@ -250,11 +251,67 @@ struct ReplicationFeatureTests {
                 database: target.name, id: "_local/" + replicator.replicationID,
                 revision: checkpoint["_rev"]?.stringValue ?? ""))
         try await source.put(JSONValue.object(["late": true]), id: "late")
-        let second = try await Replicator(source: .remote(source), target: .remote(target)).run()
+        let second = try await Replicator(source: .remote(source), target: .remote(target)).settledRun()
         #expect(second.missingChecked == first.missingChecked + 1)
         #expect(second.docsWritten == 1)
         #expect(try await SyncFixture.trees(target) == (try await SyncFixture.trees(source)))
         try await source.delete()
         try await target.delete()
+    }
+}
+
+@Suite("Replicator internals")
+struct ReplicationInternalsTests {
+    @Test("Attachments sent: those above the newest possible ancestor on the revision's own path")
+    func sentAbove() {
+        let document: JSONValue = .object([
+            "_id": "d", "_rev": "5-e",
+            "_revisions": .object(["start": 5, "ids": .array(["e", "d", "c", "b", "a"])]),
+        ])
+        #expect(AttachmentCopy.sentAbove(document, ancestors: nil) == 0)
+        #expect(AttachmentCopy.sentAbove(document, ancestors: ["3-c"]) == 3)
+        #expect(AttachmentCopy.sentAbove(document, ancestors: ["3-c", "4-d", "2-zz"]) == 4)
+        // Not on the path (another branch), or beyond what _revisions holds: send everything.
+        #expect(AttachmentCopy.sentAbove(document, ancestors: ["3-x", "9-e", "0-a", "junk"]) == 0)
+    }
+
+    @Test("Checkpoint logs: same session, newest shared history entry, or from the start")
+    func startPoint() {
+        func entry(_ session: String, _ seq: Int64) -> ReplicationLog.Entry {
+            ReplicationLog.Entry(
+                sessionID: session, startTime: "", endTime: "", startLastSeq: .int(0), endLastSeq: .int(seq),
+                recordedSeq: .int(seq), summary: ReplicationSummary())
+        }
+        let source = ReplicationLog(
+            rev: nil, sessionID: "s3", sourceLastSeq: .int(30),
+            history: [entry("s3", 30), entry("s2", 20), entry("s1", 10)])
+        let sameSession = ReplicationLog(rev: nil, sessionID: "s3", sourceLastSeq: .int(30), history: [entry("s3", 30)])
+        #expect(ReplicationLog.startPoint(source: source, target: sameSession) == .int(30))
+        let older = ReplicationLog(
+            rev: nil, sessionID: "s2", sourceLastSeq: .int(20), history: [entry("s2", 20), entry("s1", 10)])
+        #expect(ReplicationLog.startPoint(source: source, target: older) == .int(20))
+        let foreign = ReplicationLog(rev: nil, sessionID: "x", sourceLastSeq: .int(99), history: [entry("x", 99)])
+        #expect(ReplicationLog.startPoint(source: source, target: foreign) == nil)
+        #expect(ReplicationLog.startPoint(source: nil, target: older) == nil)
+        // The JSON round trip keeps what decides the start point.
+        let decoded = ReplicationLog(json: source.json(id: "abc"))
+        #expect(decoded?.sameContent(as: source) == true)
+        #expect(source.json(id: "abc")["_id"] == "_local/abc")
+    }
+}
+
+@Suite("Replicator: open_revs URLs")
+struct OpenRevisionsChunkTests {
+    @Test("210 leaves are read in several open_revs requests, each URL-sized, none lost or repeated")
+    func chunks() {
+        let revs = (0..<210).map { "2-" + String(repeating: String(format: "%02x", $0 % 256), count: 16) }
+        let chunks = BatchWorker.urlSizedChunks(revs)
+        #expect(chunks.count > 1)
+        #expect(chunks.flatMap { $0 } == revs)
+        for chunk in chunks {
+            #expect(chunk.reduce(0) { $0 + $1.utf8.count + 9 } <= 4_000)
+        }
+        #expect(BatchWorker.urlSizedChunks(["1-a"]) == [["1-a"]])
+        #expect(BatchWorker.urlSizedChunks([]).isEmpty)
     }
 }

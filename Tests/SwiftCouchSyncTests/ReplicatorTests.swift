@@ -21,7 +21,7 @@ struct ReplicatorTests {
         let local = try await store.database("pulled")
         let pull = Replicator(source: .remote(remote), target: .local(local))
         let log = EventLog(pull)
-        let summary = try await pull.run()
+        let summary = try await pull.settledRun()
         #expect(summary.docWriteFailures == 0)
         #expect(summary.docsWritten == summary.missingFound)
         #expect(summary.docsWritten > 30)
@@ -49,7 +49,7 @@ struct ReplicatorTests {
         // Nothing changed: nothing to copy, no _revs_diff (missing_checked 0), no checkpoint rewritten.
         let before = try await remote.client.value(
             GetDocumentOperation<JSONValue>(database: remote.name, id: "_local/" + pull.replicationID))
-        let again = try await Replicator(source: .remote(remote), target: .local(local)).run()
+        let again = try await Replicator(source: .remote(remote), target: .local(local)).settledRun()
         #expect(again.missingChecked == 0)
         #expect(again.docsWritten == 0)
         let after = try await remote.client.value(
@@ -58,7 +58,7 @@ struct ReplicatorTests {
 
         // One more change: only it is copied.
         try await remote.put(JSONValue.object(["late": true]), id: "late")
-        let third = try await Replicator(source: .remote(remote), target: .local(local)).run()
+        let third = try await Replicator(source: .remote(remote), target: .local(local)).settledRun()
         #expect(third.missingChecked == 1)
         #expect(third.docsWritten == 1)
         #expect(try await SyncFixture.trees(local) == (try await SyncFixture.trees(remote)))
@@ -67,7 +67,7 @@ struct ReplicatorTests {
         let copy = try await SyncFixture.remoteDatabase(client, create: false)
         let push = try await Replicator(
             source: .local(local), target: .remote(copy), options: ReplicationOptions(createTarget: true)
-        ).run()
+        ).settledRun()
         #expect(push.docWriteFailures == 0)
         #expect(try await SyncFixture.trees(copy) == (try await SyncFixture.trees(remote)))
         try await remote.delete()
@@ -81,7 +81,7 @@ struct ReplicatorTests {
         let empty = try await SyncFixture.remoteDatabase(client)
         let target = try await SyncFixture.remoteDatabase(client)
         let replicator = Replicator(source: .remote(empty), target: .remote(target))
-        let summary = try await replicator.run()
+        let summary = try await replicator.settledRun()
         #expect(summary.missingChecked == 0)
         let checkpoint = try await client.value(
             GetDocumentOperation<JSONValue>(database: target.name, id: "_local/" + replicator.replicationID))
@@ -89,7 +89,7 @@ struct ReplicatorTests {
 
         let missing = try await SyncFixture.remoteDatabase(client, create: false)
         await #expect(throws: CouchError.self) {
-            try await Replicator(source: .remote(empty), target: .remote(missing)).run()
+            try await Replicator(source: .remote(empty), target: .remote(missing)).settledRun()
         }
         await #expect(throws: CouchError.self) {
             try await client.value(GetDatabaseInfoOperation(name: missing.name))

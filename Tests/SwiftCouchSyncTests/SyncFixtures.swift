@@ -29,6 +29,16 @@ enum SyncFixture {
         }
     }()
 
+    /// The TestServer's replica lag in cluster mode (0 otherwise).
+    static let replicaLag = Double(ProcessInfo.processInfo.environment["SWIFTCOUCH_TESTSERVER_REPLICA_LAG"] ?? "") ?? 0
+
+    /// In cluster mode, waits out the replicas' lag, so that what was just written is what every
+    /// replica (and so `_changes`) shows: a replication started at once would rightly not see it yet.
+    static func settle() async {
+        guard remote.server != nil, replicaLag > 0 else { return }
+        try? await Task.sleep(nanoseconds: UInt64((replicaLag * 2 + 0.2) * 1_000_000_000))
+    }
+
     /// A client of the remote server, as its admin.
     static func client() -> CouchDBClient {
         var configuration = Configuration()
@@ -99,6 +109,7 @@ enum SyncFixture {
     /// Every document's revision tree as comparable text: for each id (`_changes`, all leaves),
     /// each leaf (`open_revs=all&revs=true`) with its deletion, revision path and body.
     static func trees(_ store: any DocumentStore) async throws -> [String: [String]] {
+        await settle()
         let client = store.client
         let feed = try await client.value(ChangesOperation<JSONValue>(database: store.name, style: .allDocs))
         var trees: [String: [String]] = [:]
@@ -143,5 +154,23 @@ final class EventLog: @unchecked Sendable {
     func finished() async -> [ReplicationEvent] {
         await task?.value
         return lock.withLock { storage }
+    }
+}
+
+extension Replicator {
+    /// ``run()`` after the cluster's replicas have caught up with what the test wrote.
+    @discardableResult
+    func settledRun() async throws -> ReplicationSummary {
+        await SyncFixture.settle()
+        return try await run()
+    }
+}
+
+extension Sync {
+    /// ``run()`` after the cluster's replicas have caught up with what the test wrote.
+    @discardableResult
+    func settledRun() async throws -> Sync.Summary {
+        await SyncFixture.settle()
+        return try await run()
     }
 }
