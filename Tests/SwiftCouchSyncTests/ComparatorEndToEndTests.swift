@@ -141,5 +141,6 @@ func serverReplicate(_ source: Endpoint, _ target: Endpoint, extra: [String: JSO
     var body: [String: JSONValue] = ["source": endpoint(source), "target": endpoint(target)]
     for (k, v) in extra { body[k] = v }
     let op = try GenericOperation(method: .post, path: CouchPath("_replicate"), jsonBody: JSONValue.object(body))
-    return try await source.client.value(GenericJSONOperation<JSONValue>(op))
+    // A one-shot _replicate answers when the copy is done: a full corpus takes a while on a loaded machine.
+    return try await source.client.value(GenericJSONOperation<JSONValue>(op), options: CallOptions(timeout: 600))
 }

@@ -66,7 +66,8 @@ import Testing
                         jsonBody: JSONValue.object([
                             "source": url(server.url, "app", basic),
                             "target": url(environment.url, couch.database, couchBasic),
-                        ]))))
+                        ]))),
+                options: CallOptions(timeout: 600))
             #expect(pull["ok"] == true, "\(pull)")
             #expect(pull["history"]?[0]?["doc_write_failures"]?.intValue == 0, "\(pull)")
             try await expectIdenticalTrees(served, couch, "CouchDB pulling from the TestServer")
@@ -81,7 +82,8 @@ import Testing
                         jsonBody: JSONValue.object([
                             "source": url(environment.url, couch.database, couchBasic),
                             "target": url(server.url, "pushed", basic),
-                        ]))))
+                        ]))),
+                options: CallOptions(timeout: 600))
             #expect(push["ok"] == true, "\(push)")
             #expect(push["history"]?[0]?["doc_write_failures"]?.intValue == 0, "\(push)")
             try await expectIdenticalTrees(couch, Endpoint(testClient, "pushed"), "CouchDB pushing to the TestServer")
