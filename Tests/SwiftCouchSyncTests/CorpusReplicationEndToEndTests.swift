@@ -12,7 +12,7 @@ import Testing
     @Test func theFullCorpusPulledAndPushedIsIdentical() async throws {
         try await withRemoteDatabases("full") { endpoints in
             let source = endpoints[0]
-            let corpus = try await Corpus.build(in: source, spec: .full)
+            let corpus = try await Corpus.build(in: source, spec: .fullUnlessCluster)
             try await withLocalDatabase { local in
                 let pulled = try await replicate(source.remote, .local(local), deadline: 300)
                 #expect(pulled.summary.docWriteFailures == 0)
@@ -44,7 +44,7 @@ import Testing
     /// The small corpus remote → remote and local → local.
     @Test func remoteToRemoteAndLocalToLocal() async throws {
         try await withRemoteDatabases("r2r", count: 2) { endpoints in
-            let corpus = try await Corpus.build(in: endpoints[0], spec: .small)
+            let corpus = try await Corpus.build(in: endpoints[0], spec: .onRequest)
             let run = try await replicate(endpoints[0].remote, endpoints[1].remote)
             #expect(run.summary.docWriteFailures == 0)
             try await expectIdenticalTrees(endpoints[0], endpoints[1], "remote to remote")
@@ -52,7 +52,7 @@ import Testing
         }
         try await withLocalDatabase("one") { one in
             try await withLocalDatabase("two") { two in
-                let corpus = try await Corpus.build(in: Endpoint(one), spec: .small)
+                let corpus = try await Corpus.build(in: Endpoint(one), spec: .onRequest)
                 let run = try await replicate(.local(one), .local(two))
                 #expect(run.summary.docWriteFailures == 0)
                 try await expectIdenticalTrees(Endpoint(one), Endpoint(two), "local to local")
@@ -70,6 +70,7 @@ import Testing
             try await withLocalDatabase { local in
                 _ = try await Corpus.build(in: Endpoint(local), spec: .small, seed: 2)
                 let sync = Sync(local: .local(local), remote: remote.remote)
+                try await settleReplicas()
                 let summary = try await withDeadline(120, "sync") { try await sync.run() }
                 #expect(summary.pull.docWriteFailures == 0 && summary.push.docWriteFailures == 0)
                 let (found, _, merged) = try await RevisionTrees.compareWithSnapshots(Endpoint(local), remote)

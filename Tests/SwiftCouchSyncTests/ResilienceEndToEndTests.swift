@@ -120,6 +120,33 @@ import Testing
             // A second run finds nothing left to copy: the checkpoint holds.
             let again = try await replicate(source.remote, target.remote, options)
             #expect(again.summary.docsWritten == 0, "\(again.summary)")
+
+            // The same fault on the remote side of a pull into a local database (which has no wire: a lost
+            // answer there is one on the source's _bulk_get).
+            switch fault {
+            case .lostBulkDocsAnswers:
+                server.faults.failNext(
+                    3, with: .dropAfterProcessing,
+                    matching: .pathPrefix("/\(source.database)/_bulk_get", method: "POST"))
+            case .lostCheckpointAnswers:
+                server.faults.failNext(
+                    2, with: .dropAfterProcessing, matching: .pathPrefix("/\(source.database)/_local/", method: "PUT"))
+            case .droppedConnections:
+                server.faults.failFraction(0.15, with: .dropConnection, matching: .any)
+            case .tooManyRequestsStorm:
+                server.faults.failFraction(0.4, with: .tooManyRequests(retryAfter: nil), matching: .any)
+            }
+            try await withLocalDatabase { local in
+                let pulled = try await replicate(source.remote, .local(local), options)
+                let hits = server.faults.triggeredCount
+                server.faults.clear()
+                #expect(hits > 0, "the fault happened on the pull")
+                #expect(pulled.summary.docWriteFailures == 0 && pulled.completed, "\(pulled.summary)")
+                #expect(pulled.writtenTwice.isEmpty, "\(pulled.writtenTwice)")
+                try await expectIdenticalTrees(source, Endpoint(local), "\(fault), pulled into a local database")
+                let idle = try await replicate(source.remote, .local(local), options)
+                #expect(idle.summary.docsWritten == 0, "\(idle.summary)")
+            }
         }
     }
 

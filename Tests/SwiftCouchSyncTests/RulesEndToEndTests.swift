@@ -176,6 +176,7 @@ import Testing
                 let docs: [JSONValue] = (0..<10).map { ["_id": .string("s-\($0)"), "v": 0] }
                 _ = try await remote.json(.post, ["_bulk_docs"], body: ["docs": .array(docs)])
                 let sync = Sync(local: .local(local), remote: remote.remote)
+                try await settleReplicas()
                 _ = try await withDeadline(120, "first sync") { try await sync.run() }
                 try await expectIdenticalTrees(remote, Endpoint(local), "after the first sync")
                 // Both sides edit the same documents (and the remote edits one more).
@@ -187,6 +188,7 @@ import Testing
                 }
                 let doc = try await remote.json(.get, ["s-9"])
                 try await remote.json(.put, ["s-9"], body: ["_rev": doc["_rev"]!, "v": "remote only"])
+                try await settleReplicas()
                 _ = try await withDeadline(120, "second sync") { try await sync.run() }
                 let (found, _, merged) = try await RevisionTrees.compareWithSnapshots(remote, Endpoint(local))
                 #expect(found.isEmpty, "\(found.prefix(20).map(\.description).joined(separator: "\n"))")
@@ -197,6 +199,7 @@ import Testing
                     let winner = try #require(merged.documents["s-\(i)"]?.winner)
                     _ = try await local.resolveConflicts(of: "s-\(i)", keeping: winner)
                 }
+                try await settleReplicas()
                 _ = try await withDeadline(120, "third sync") { try await sync.run() }
                 let (after, _, resolved) = try await RevisionTrees.compareWithSnapshots(remote, Endpoint(local))
                 #expect(after.isEmpty, "\(after.prefix(20).map(\.description).joined(separator: "\n"))")

@@ -17,6 +17,13 @@ struct CorpusSpec: Sendable {
     static let full = CorpusSpec(
         documents: 1_000, conflictLeaves: [10, 100, 210], bigAttachments: [2_000_000, 6_600_000],
         textAttachmentBytes: 200_000)
+    /// ``full`` when `SWIFTCOUCH_SYNC_FULL_CORPUS=1` (heavier runs), else ``small``: for the tests that use the
+    /// full corpus only on request.
+    static let onRequest: CorpusSpec =
+        ProcessInfo.processInfo.environment["SWIFTCOUCH_SYNC_FULL_CORPUS"] == "1" ? .full : .small
+    /// ``full``, except in the TestServer's cluster mode (CI runs the suite a second time there), where it is
+    /// ``small`` unless `SWIFTCOUCH_SYNC_FULL_CORPUS=1`.
+    static let fullUnlessCluster: CorpusSpec = SyncEnvironment.nodes > 1 ? onRequest : .full
     static let small = CorpusSpec(
         documents: 40, conflictLeaves: [3, 10], bigAttachments: [150_000], textAttachmentBytes: 20_000)
 }

@@ -52,6 +52,7 @@ func replicate(
     _ options: ReplicationOptions = .init(),
     deadline: Double = 120
 ) async throws -> RunResult {
+    try await settleReplicas()
     let replicator = Replicator(source: source, target: target, options: options)
     let log = EventLog(replicator)
     let summary = try await withDeadline(deadline, "replication \(replicator.replicationID)") {
@@ -128,5 +129,14 @@ final class RecordingHandler: RequestHandler, @unchecked Sendable {
     /// Revisions sent more than once.
     var repeated: [String] {
         Dictionary(grouping: recorded, by: { $0 }).filter { $0.value.count > 1 }.keys.sorted()
+    }
+}
+
+/// On the TestServer's cluster mode with lagging replicas, waits until writes just made are old enough for
+/// every copy to serve them: a one-shot replication reads the source's `_changes` from one copy of each shard,
+/// which (as on a real cluster) may not list a write made a moment before. Nothing to wait for otherwise.
+func settleReplicas() async throws {
+    if SyncEnvironment.replicaLag > 0 {
+        try await Task.sleep(nanoseconds: UInt64((SyncEnvironment.replicaLag * 1.5 + 0.1) * 1e9))
     }
 }
