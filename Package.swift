@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "SwiftCouchTesting", targets: ["SwiftCouchTesting"]),
         .library(name: "CouchStore", targets: ["CouchStore"]),
         .library(name: "SwiftCouchStore", targets: ["SwiftCouchStore"]),
+        .library(name: "SwiftCouchSync", targets: ["SwiftCouchSync"]),
         .library(name: "CouchTestServer", targets: ["CouchTestServer"]),
         .executable(name: "TestServer", targets: ["TestServerCLI"]),
         .executable(name: "SwiftCouchDemo", targets: ["SwiftCouchDemo"]),
@@ -38,12 +39,19 @@ let package = Package(
         // never depends on SwiftCouch, so the TestServer stays independent of the client it tests).
         .target(
             name: "SwiftCouchStore", dependencies: ["SwiftCouch", "CouchStore"], path: "Sources/SwiftCouchStore"),
+        // Replication (CouchDB's protocol) between any two databases, local or remote, through SwiftCouch's operations.
+        .target(
+            name: "SwiftCouchSync", dependencies: ["SwiftCouch", "SwiftCouchStore", "CouchStore"],
+            path: "Sources/SwiftCouchSync"),
         // The TestServer: the HTTP face over CouchStore, with faults, authentication, cluster mode and the replicator.
         .target(
             name: "CouchTestServer", dependencies: ["HTTPWire", "CouchQuery", "CouchGzip", "CouchStore"],
             path: "TestServer/Sources/CouchTestServer"),
         .executableTarget(
-            name: "SwiftCouchBenchmarks", dependencies: ["SwiftCouch", "CouchTestServer", "CouchStore", "HTTPWire"],
+            name: "SwiftCouchBenchmarks",
+            dependencies: [
+                "SwiftCouch", "CouchTestServer", "CouchStore", "HTTPWire", "SwiftCouchStore", "SwiftCouchSync",
+            ],
             path: "Sources/SwiftCouchBenchmarks"),
         // The chaos soak: mixed operations under every fault at once, invariants checked afterwards.
         .executableTarget(
@@ -65,8 +73,13 @@ let package = Package(
             path: "Tests/CouchTestServerTests", exclude: ["Fixtures"]),
         // The Swift snippets of README.md and the DocC articles, compiled (never run).
         .testTarget(
-            name: "DocumentationSnippetTests", dependencies: ["SwiftCouch", "SwiftCouchTesting", "SwiftCouchStore"],
+            name: "DocumentationSnippetTests",
+            dependencies: ["SwiftCouch", "SwiftCouchTesting", "SwiftCouchStore", "SwiftCouchSync"],
             path: "Tests/DocumentationSnippetTests"),
+        .testTarget(
+            name: "SwiftCouchSyncTests",
+            dependencies: ["SwiftCouchSync", "SwiftCouchStore", "SwiftCouch", "CouchTestServer"],
+            path: "Tests/SwiftCouchSyncTests"),
         .testTarget(name: "CouchJSTests", dependencies: ["CouchJS", "CouchQuery"], path: "Tests/CouchJSTests"),
         // CouchStore on its own, as an app uses it: no TestServer in its dependencies.
         .testTarget(name: "CouchStoreTests", dependencies: ["CouchStore", "HTTPWire"], path: "Tests/CouchStoreTests"),

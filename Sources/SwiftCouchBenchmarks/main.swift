@@ -22,7 +22,7 @@ let arguments = CommandLine.arguments
 
 let knownFlags: Set<String> = [
     "--quick", "--repeats", "--only", "--transport", "--no-baseline", "--urlsession-study", "--serve",
-    "--store-only", "--no-store", "--open-docs", "--open-database",
+    "--store-only", "--no-store", "--open-docs", "--open-database", "--sync-only", "--no-sync",
 ]
 if arguments.contains("--help") || arguments.contains("-h") {
     print(
@@ -40,6 +40,9 @@ if arguments.contains("--help") || arguments.contains("-h") {
                                when COUCHDB_URL is set, with a row for CouchDB's own replicator)
           --no-store           skip the store rows
           --open-docs N        the open row's database size (default 1,000,000; quick 3,000)
+          --sync-only          only the replication rows (SwiftCouchSync pulling 100,000 documents into a
+                               local database, against the server's own replicator; quick 2,000)
+          --no-sync            skip the replication rows
 
         Against the CouchDB named by COUCHDB_URL (COUCHDB_USER, COUCHDB_PASSWORD), or else a
         TestServer in a child process. It only reports; nothing is asserted.
@@ -70,7 +73,8 @@ let quick = arguments.contains("--quick")
 let repeats = arguments.firstIndex(of: "--repeats").flatMap { $0 + 1 < arguments.count ? Int(arguments[$0 + 1]) : nil }
 let sizes = BenchmarkSizes(quick: quick, repeats: repeats)
 let environment = ProcessInfo.processInfo.environment
-let storeOnly = arguments.contains("--store-only")
+let syncOnly = arguments.contains("--sync-only")
+let storeOnly = arguments.contains("--store-only") || syncOnly
 let openDocuments = arguments.firstIndex(of: "--open-docs").flatMap {
     $0 + 1 < arguments.count ? Int(arguments[$0 + 1]) : nil
 }
@@ -85,7 +89,7 @@ if let raw = environment["COUCHDB_URL"], let url = URL(string: raw) {
     serverURL = url
     username = environment["COUCHDB_USER"] ?? "admin"
     password = environment["COUCHDB_PASSWORD"] ?? "password"
-} else if storeOnly {
+} else if storeOnly && !syncOnly {
     // The store rows need no server: only CouchDB's side would, and there is none.
     child = nil
     serverURL = URL(string: "http://127.0.0.1:5984")!
@@ -109,7 +113,7 @@ if arguments.contains("--urlsession-study") {
 
 let machine = MachineDescription.current()
 let against =
-    storeOnly && environment["COUCHDB_URL"] == nil
+    storeOnly && !syncOnly && environment["COUCHDB_URL"] == nil
     ? "no server (store rows only)"
     : child == nil ? serverURL.absoluteString : "a TestServer in a child process"
 print("SwiftCouch benchmarks (\(quick ? "quick" : "full") size) against \(against)")
@@ -178,8 +182,18 @@ if !storeOnly {
     print(Report.legend)
 }
 
+// The replication rows: SwiftCouchSync pulling into a local database, against the server's own
+// replicator (a server is needed: the child TestServer, or COUCHDB_URL).
+if !arguments.contains("--no-sync") && (!storeOnly || syncOnly) {
+    print("")
+    print("Replication: pull into a local database, against the server's own replicator")
+    let syncRows = await SyncBenchmarks.run(
+        quick: quick, serverURL: serverURL, username: username, password: password)
+    print(SyncBenchmarks.table(syncRows))
+}
+
 // The store rows: CouchStore's engine in this process, against CouchDB when COUCHDB_URL names one.
-if !arguments.contains("--no-store") {
+if !arguments.contains("--no-store") && !syncOnly {
     print("")
     let couch = environment["COUCHDB_URL"] != nil ? plain : nil
     let storeRows = await StoreBenchmarks.run(

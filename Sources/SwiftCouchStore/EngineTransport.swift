@@ -36,8 +36,10 @@ final class EngineConnection: Sendable {
         var headers = request.headers
         headers.remove("Authorization")
         headers.remove("Cookie")
-        // Bodies stay as the engine keeps them: nothing to gain from compressing in process.
-        headers.remove("Accept-Encoding")
+        // The pipeline never adds `Accept-Encoding` (a network transport does, when it sends): one
+        // here was named by the operation itself, which then wants the body as the engine stores it
+        // (a gzip-stored attachment's encoded bytes, as a replicator copies them), exactly as the
+        // socket transport passes such a body through undecoded.
         var serverRequest = ServerRequest(
             method: request.method.rawValue, rawPath: request.path, rawQuery: request.query, headers: headers,
             body: body)

@@ -442,4 +442,25 @@ struct HTTPServerTests {
         #expect(json["body"] == "{\"hello\":\"world\"}")
         #expect(json["query"] == "x=1")
     }
+
+    /// CouchDB (mochiweb) reads a request line of at most 8,192 bytes, CRLF included; a longer one is answered
+    /// `400 Bad Request` with no body and the connection closed, before CouchDB sees the request (measured on
+    /// CouchDB 3.5.0: `GET /_up?x=` and 8,170 characters passes, 8,171 does not). A client must keep its URLs
+    /// under it (CouchDB's replicator caps `open_revs` URLs at 7,000 characters).
+    @Test func aRequestLineLongerThanCouchDBsLimitIs400() throws {
+        let server = try start()
+        defer { server.stop() }
+        func target(lineLength: Int) -> String {
+            let fixed = "GET ".utf8.count + "/x?q=".utf8.count + " HTTP/1.1\r\n".utf8.count
+            return "/x?q=" + String(repeating: "a", count: lineLength - fixed)
+        }
+        let fits = try RawHTTPConnection(port: server.port, timeout: 10).request(
+            method: "GET", target: target(lineLength: 8_192))
+        #expect(fits.status == 200)
+        let tooLong = try RawHTTPConnection(port: server.port, timeout: 10).request(
+            method: "GET", target: target(lineLength: 8_193))
+        #expect(tooLong.status == 400)
+        #expect(tooLong.body.isEmpty)
+        #expect(tooLong.headers["Connection"]?.lowercased() == "close")
+    }
 }

@@ -13,7 +13,7 @@ struct DocumentationSnippetTests {
         var names = ["README.md"]
         for catalog in [
             "Sources/SwiftCouch/SwiftCouch.docc", "Sources/SwiftCouchTesting/SwiftCouchTesting.docc",
-            "Sources/SwiftCouchStore/SwiftCouchStore.docc",
+            "Sources/SwiftCouchStore/SwiftCouchStore.docc", "Sources/SwiftCouchSync/SwiftCouchSync.docc",
         ] {
             let directory = root.appendingPathComponent(catalog)
             let files = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []

@@ -4,6 +4,7 @@
 import Foundation
 import SwiftCouch
 import SwiftCouchStore
+import SwiftCouchSync
 import SwiftCouchTesting
 import Testing
 
@@ -256,8 +257,51 @@ func snippet11() async throws {
     _ = feed
 }
 
-// Sources/SwiftCouch/SwiftCouch.docc/AdaptersAndMonitoring.md, line 41
+// README.md, line 375
 func snippet12() async throws {
+    let client = SnippetContext.client
+
+    let support = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask)[0]
+    let notes = try await LocalDatabase.open(at: support.appendingPathComponent("notes"), name: "notes")
+    defer { notes.close() }
+
+    var options = ReplicationOptions(continuous: true, createTarget: true)
+    // Called after each pulled batch with the documents that now have conflicts here: keep the newest.
+    options.conflictResolver = { batch in
+        for id in batch.conflictedIDs {
+            let leaves = try await batch.database.conflictLeaves(of: id, as: Album.self)
+            if let newest = leaves.max(by: { $0.body.year < $1.body.year }), let rev = newest.rev {
+                try await batch.database.resolveConflicts(of: id, keeping: rev)
+            }
+        }
+    }
+    let sync = Sync(local: .local(notes), remote: .remote(client.database("notes")), options: options)
+    Task {
+        for await event in sync.events() {
+            switch event.event {
+            case .state(let state): print(event.direction, state)         // connecting, busy, idle, offline, ...
+            case .documentWritten(let doc): print(event.direction, doc.id, doc.rev)
+            case .writeDenied(let denied): print("refused", denied.id, denied.reason ?? "")
+            default: break
+            }
+        }
+    }
+    sync.start()
+    // ... when the app goes to the background:
+    await sync.stop()
+
+    // One-shot: returns once everything is copied and the final checkpoint is written.
+    let summary = try await Replicator(source: .local(notes), target: .remote(client.database("notes"))).run()
+    print(summary.docsWritten, summary.docWriteFailures)
+    _ = support
+    _ = notes
+    _ = options
+    _ = sync
+    _ = summary
+}
+
+// Sources/SwiftCouch/SwiftCouch.docc/AdaptersAndMonitoring.md, line 41
+func snippet13() async throws {
     struct CorrelationID: RequestAdapter {
         func adapt(_ headers: inout HTTPFields, context: RequestAdapterContext) async throws {
             headers["X-Correlation-ID"] = "\(context.operation ?? "request")-\(context.attempt)"
@@ -270,7 +314,7 @@ func snippet12() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/AdaptersAndMonitoring.md, line 64
-func snippet13() async throws {
+func snippet14() async throws {
     final class Metrics: EventMonitor, @unchecked Sendable {
         private let lock = NSLock()
         private var retries = 0
@@ -289,7 +333,7 @@ func snippet13() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/AdaptersAndMonitoring.md, line 89
-func snippet14() async throws {
+func snippet15() async throws {
     let client = SnippetContext.client
     var options = CallOptions()
     options.timeout = 5
@@ -302,7 +346,7 @@ func snippet14() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/FailureSemantics.md, line 42
-func snippet15() async throws {
+func snippet16() async throws {
     let client = SnippetContext.client
     do {
         try await client.execute(
@@ -317,7 +361,7 @@ func snippet15() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 13
-func snippet16() async throws {
+func snippet17() async throws {
     struct Album: Codable, Sendable {
         var _id: String?
         var _rev: String?
@@ -327,7 +371,7 @@ func snippet16() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 28
-func snippet17() async throws {
+func snippet18() async throws {
     let client = CouchDBClient(
         url: URL(string: "http://127.0.0.1:5984")!,
         credentials: Credentials(username: "admin", password: "password"))
@@ -335,7 +379,7 @@ func snippet17() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 40
-func snippet18() async throws {
+func snippet19() async throws {
     let client = SnippetContext.client
     try await client.execute(CreateDatabaseOperation(name: "albums"))
     let written = try await client.value(
@@ -349,7 +393,7 @@ func snippet18() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 60
-func snippet19() async throws {
+func snippet20() async throws {
     let client = SnippetContext.client
     do {
         try await client.execute(CreateDatabaseOperation(name: "albums"))
@@ -360,7 +404,7 @@ func snippet19() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/GettingStarted.md, line 76
-func snippet20() async throws {
+func snippet21() async throws {
     let client = SnippetContext.client
     let create = client.task(for: CreateDatabaseOperation(name: "albums-2024"))
     let write = client.task(for: PutDocumentOperation(
@@ -375,7 +419,7 @@ func snippet20() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/LargeResultsAndFiles.md, line 18
-func snippet21() async throws {
+func snippet22() async throws {
     let client = SnippetContext.client
     for try await row in client.rows(AllDocsOperation<Album>(database: "albums", options: .init(includeDocs: true))) {
         print(row.id ?? "", row.doc?.title ?? "")
@@ -383,7 +427,7 @@ func snippet21() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/LargeResultsAndFiles.md, line 35
-func snippet22() async throws {
+func snippet23() async throws {
     let client = SnippetContext.client
     let follower = ChangesFollower<Album>(client: client, database: "albums",
                                           options: .init(mode: .listen, includeDocs: true))
@@ -394,7 +438,7 @@ func snippet22() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/LargeResultsAndFiles.md, line 50
-func snippet23() async throws {
+func snippet24() async throws {
     let client = SnippetContext.client
     let writer = BulkWriter<Album>(client: client, database: "albums")
     try await writer.add(Album(title: "Blue", year: 1971))
@@ -405,7 +449,7 @@ func snippet23() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/SwiftCouch.md, line 16
-func snippet24() async throws {
+func snippet25() async throws {
     let client = SnippetContext.client
     let answer = try await client.value(AllDocsOperation<JSONValue>(database: "albums"))
     print(answer.rows.count)
@@ -413,7 +457,7 @@ func snippet24() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/TestingWithSimulatedResponses.md, line 15
-func snippet25() async throws {
+func snippet26() async throws {
 
     let run = Simulation.run(
         GetDocumentOperation<Album>(database: "albums", id: "a/b"),
@@ -424,7 +468,7 @@ func snippet25() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/TestingWithSimulatedResponses.md, line 30
-func snippet26() async throws {
+func snippet27() async throws {
 
     let transport = SimulatedTransport(responses: [
         .json(201, #"{"ok":true,"id":"blue","rev":"1-a"}"#),
@@ -445,7 +489,7 @@ func snippet26() async throws {
 }
 
 // Sources/SwiftCouch/SwiftCouch.docc/WritingYourOwnOperation.md, line 16
-func snippet27() async throws {
+func snippet28() async throws {
     let client = SnippetContext.client
     struct RevisionLimitOperation: JSONOperation {
         typealias Response = Int
@@ -464,7 +508,7 @@ func snippet27() async throws {
 }
 
 // Sources/SwiftCouchTesting/SwiftCouchTesting.docc/SwiftCouchTesting.md, line 13
-func snippet28() async throws {
+func snippet29() async throws {
 
     let run = Simulation.run(
         GetDocumentOperation<JSONValue>(database: "albums", id: "blue"),
@@ -475,7 +519,7 @@ func snippet28() async throws {
 }
 
 // Sources/SwiftCouchStore/SwiftCouchStore.docc/LocalDatabases.md, line 15
-func snippet29() async throws {
+func snippet30() async throws {
 
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("albums")
     let albums = try await LocalDatabase.open(at: directory)
@@ -497,7 +541,7 @@ func snippet29() async throws {
 }
 
 // Sources/SwiftCouchStore/SwiftCouchStore.docc/LocalDatabases.md, line 54
-func snippet30() async throws {
+func snippet31() async throws {
     func addYear(_ year: Int, to id: String, in store: some DocumentStore) async throws {
         var album = try await store.get(id, as: Album.self)
         album.year = year
@@ -506,7 +550,7 @@ func snippet30() async throws {
 }
 
 // Sources/SwiftCouchStore/SwiftCouchStore.docc/SwiftCouchStore.md, line 15
-func snippet31() async throws {
+func snippet32() async throws {
 
     let store = try await LocalStore.open(at: FileManager.default.temporaryDirectory.appendingPathComponent("app"))
     let notes = try await store.database("notes")
@@ -514,4 +558,17 @@ func snippet31() async throws {
     store.close()
     _ = store
     _ = notes
+}
+
+// Sources/SwiftCouchSync/SwiftCouchSync.docc/SwiftCouchSync.md, line 16
+func snippet33() async throws {
+    let client = SnippetContext.client
+
+    let local = try await LocalDatabase.open(at: FileManager.default.temporaryDirectory.appendingPathComponent("notes"))
+    let replicator = Replicator(source: .remote(client.database("notes")), target: .local(local))
+    let summary = try await replicator.run()
+    print(summary.docsRead, summary.docsWritten, summary.docWriteFailures)
+    _ = local
+    _ = replicator
+    _ = summary
 }

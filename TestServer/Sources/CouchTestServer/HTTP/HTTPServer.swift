@@ -219,6 +219,9 @@ final class HTTPServer: @unchecked Sendable {
     // MARK: - One connection
 
     /// The state of one client connection, used only by its own thread.
+    /// The longest request line CouchDB 3.5 reads (mochiweb's 8 KiB line buffer), CRLF included.
+    static let maximumRequestLineLength = 8_192
+
     private struct Connection {
         let fd: Int32
         let server: HTTPServer
@@ -280,6 +283,15 @@ final class HTTPServer: @unchecked Sendable {
             guard let head else { return false }
             if server.options.idleTimeout != nil { POSIXSocket.setReceiveTimeout(fd, seconds: 0) }
 
+            // CouchDB (mochiweb) reads a request line of at most 8,192 bytes, CRLF included; a longer one gets a
+            // bare 400 and the connection closes, before CouchDB sees the request.
+            let requestLineLength = head.method.utf8.count + head.target.utf8.count + " HTTP/1.1\r\n".utf8.count + 1
+            guard requestLineLength <= HTTPServer.maximumRequestLineLength else {
+                let head = HTTPRequestHead(method: "GET", target: "/", version: .http1_1)
+                send(ServerResponse(status: 400, headers: ["Content-Length": "0"]), head: head, keepAlive: false)
+                lingeringClose()
+                return false
+            }
             guard head.target.hasPrefix("/") || head.target == "*" || head.target.contains("://") else {
                 rejectAndClose(HTTPWireError.invalidStartLine("\(head.method) \(head.target)"))
                 return false

@@ -1,0 +1,154 @@
+import CouchTestServer
+import Foundation
+import SwiftCouch
+import SwiftCouchSync
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The replicating process killed with SIGKILL at random points (between a write and its checkpoint
+/// among them), then resumed, round after round while the source keeps changing: no change is skipped
+/// (the last run ends with the source's trees: a checkpoint ahead of the data would leave documents
+/// behind), and no revision is written twice (every revision accepted by the target's `_bulk_docs` is
+/// recorded by the TestServer's handler, across all the processes). `SWIFTCOUCH_SYNC_KILL_ROUNDS` sets
+/// the number of kills (3 by default).
+@Suite struct KillEndToEndTests {
+    static let childVariable = "SWIFTCOUCH_SYNC_KILL_CHILD"
+
+    @Test func killedReplicationsResumeWithoutLossOrDuplicates() async throws {
+        guard !SyncEnvironment.isRealCouchDB else { return }
+        let rounds = Int(ProcessInfo.processInfo.environment["SWIFTCOUCH_SYNC_KILL_ROUNDS"] ?? "") ?? 3
+        let engine = try ServerEngine()
+        let recorder = RecordingHandler(engine: engine)
+        let server = try TestServer.start(handler: recorder)
+        defer {
+            server.stop()
+            engine.close()
+        }
+        let client = CouchDBClient(
+            url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword))
+        defer { client.shutdown() }
+        try await withRemoteDatabases("kill", count: 2, client: client) { endpoints in
+            let (source, target) = (endpoints[0], endpoints[1])
+            _ = try await Corpus.build(
+                in: source,
+                spec: CorpusSpec(
+                    documents: 150, conflictLeaves: [5, 12], bigAttachments: [200_000], textAttachmentBytes: 5_000))
+            var kills = 0
+            for round in 0..<rounds {
+                // The source changes between rounds: new documents and an update.
+                let docs: [JSONValue] = (0..<15).map {
+                    ["_id": .string("round-\(round)-\($0)"), "round": .int(Int64(round))]
+                }
+                _ = try await source.json(.post, ["_bulk_docs"], body: ["docs": .array(docs)])
+                // Killed after a random number of the child's events (a document written, a checkpoint...),
+                // a few milliseconds later: the first round has the corpus to copy, later rounds a little.
+                let killAfter = (
+                    events: Int.random(in: 1...(round == 0 ? 120 : 12)), delay: Double.random(in: 0...0.01)
+                )
+                let spec = [
+                    server.url.absoluteString, server.adminName, server.adminPassword, source.database, target.database,
+                ]
+                let outcome = try await withCheckedThrowingContinuation { continuation in
+                    DispatchQueue.global().async {
+                        continuation.resume(
+                            with: Result { try Self.runChild(spec.joined(separator: "\n"), killAfter: killAfter) })
+                    }
+                }
+                if outcome.contains("CHILD-FAILED") {
+                    Issue.record("round \(round): the child's replication failed: \(outcome)")
+                }
+                if !outcome.contains("CHILD-DONE") { kills += 1 }
+                // Let a request the killed process had sent finish on the server before the next process starts.
+                try await Task.sleep(nanoseconds: 200_000_000)
+            }
+            // The last run, uninterrupted, in this process.
+            let last = try await replicate(source.remote, target.remote)
+            #expect(last.summary.docWriteFailures == 0)
+            try await expectIdenticalTrees(source, target, "after \(kills) kills in \(rounds) rounds")
+            #expect(recorder.repeated.isEmpty, "revisions written twice: \(recorder.repeated.prefix(20))")
+            print(
+                "KillEndToEndTests: \(kills) of \(rounds) child processes killed mid-run, \(recorder.recorded.count) revisions written"
+            )
+        }
+    }
+
+    /// Runs the child replication, kills it `killAfter.delay` seconds after its `killAfter.events`-th event
+    /// (unless it finished before), and returns what it printed.
+    private static func runChild(_ spec: String, killAfter: (events: Int, delay: Double)) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+        process.arguments = ["--testing-library", "swift-testing", "--filter", "replicationKillChild"]
+        var environment = ProcessInfo.processInfo.environment
+        environment[childVariable] = spec
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let text = LockedBox("")
+        let readerDone = DispatchSemaphore(value: 0)
+        let reader = Thread {
+            while true {
+                let chunk = output.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                text.mutate { $0 += String(decoding: chunk, as: UTF8.self) }
+            }
+            readerDone.signal()
+        }
+        reader.start()
+        let started = Date()
+        while !text.value.contains("CHILD-START"), Date().timeIntervalSince(started) < 60, process.isRunning {
+            Thread.sleep(forTimeInterval: 0.005)
+        }
+        while text.value.components(separatedBy: "EV ").count - 1 < killAfter.events,
+            Date().timeIntervalSince(started) < 60, process.isRunning
+        {
+            Thread.sleep(forTimeInterval: 0.001)
+        }
+        Thread.sleep(forTimeInterval: killAfter.delay)
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        _ = readerDone.wait(timeout: .now() + 30)
+        return text.value
+    }
+
+    /// The child: replicates until it is killed or done. Runs only when the parent test starts it.
+    @Test func replicationKillChild() async throws {
+        guard let spec = ProcessInfo.processInfo.environment[Self.childVariable] else { return }
+        let parts = spec.split(separator: "\n").map(String.init)
+        guard parts.count == 5, let url = URL(string: parts[0]) else { return }
+        let client = CouchDBClient(url: url, credentials: Credentials(username: parts[1], password: parts[2]))
+        let replicator = Replicator(
+            source: .remote(client.database(parts[3])), target: .remote(client.database(parts[4])),
+            options: ReplicationOptions(batchSize: 7, workers: 2, checkpointInterval: 0))
+        let stream = replicator.events()
+        let printer = Task {
+            for await event in stream {
+                let kind = "\(event)".prefix(while: { $0 != "(" })
+                FileHandle.standardOutput.write(Data("EV \(kind)\n".utf8))
+            }
+        }
+        FileHandle.standardOutput.write(Data("CHILD-START\n".utf8))
+        defer { printer.cancel() }
+        do {
+            try await replicator.run()
+            FileHandle.standardOutput.write(Data("CHILD-DONE\n".utf8))
+        } catch {
+            FileHandle.standardOutput.write(Data("CHILD-FAILED \(error)\n".utf8))
+        }
+    }
+}
+
+/// A value behind a lock.
+final class LockedBox<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Value
+    init(_ value: Value) { stored = value }
+    var value: Value { lock.withLock { stored } }
+    func mutate(_ change: (inout Value) -> Void) { lock.withLock { change(&stored) } }
+}
