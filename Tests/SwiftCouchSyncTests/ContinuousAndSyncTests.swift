@@ -6,7 +6,7 @@ import SwiftCouchSync
 import Testing
 
 /// Polls `condition` until it holds or `seconds` pass (a generous bound, not a timing assertion).
-func eventually(within seconds: TimeInterval = 30, _ condition: () async throws -> Bool) async throws -> Bool {
+func eventually(within seconds: TimeInterval = 120, _ condition: () async throws -> Bool) async throws -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         if try await condition() { return true }
