@@ -21,9 +21,10 @@ struct CorpusSpec: Sendable {
     /// full corpus only on request.
     static let onRequest: CorpusSpec =
         ProcessInfo.processInfo.environment["SWIFTCOUCH_SYNC_FULL_CORPUS"] == "1" ? .full : .small
-    /// ``full``, except in the TestServer's cluster mode (CI runs the suite a second time there), where it is
-    /// ``small`` unless `SWIFTCOUCH_SYNC_FULL_CORPUS=1`.
-    static let fullUnlessCluster: CorpusSpec = SyncEnvironment.nodes > 1 ? onRequest : .full
+    /// ``full``, except in the TestServer's cluster mode and under ThreadSanitizer (`TSAN_OPTIONS` set), the two
+    /// other CI runs of the suite, where it is ``small`` unless `SWIFTCOUCH_SYNC_FULL_CORPUS=1`.
+    static let fullUnlessCluster: CorpusSpec =
+        SyncEnvironment.nodes > 1 || ProcessInfo.processInfo.environment["TSAN_OPTIONS"] != nil ? onRequest : .full
     static let small = CorpusSpec(
         documents: 40, conflictLeaves: [3, 10], bigAttachments: [150_000], textAttachmentBytes: 20_000)
 }
