@@ -50,8 +50,8 @@ public struct PutReplicatedDocumentOperation: JSONOperation {
 /// from them, and the file is uploaded (streamed) with `new_edits=false`. Memory stays flat in
 /// the attachments' sizes.
 struct AttachmentCopy {
-    let source: ReplicationEndpoint
-    let target: ReplicationEndpoint
+    let source: SyncEndpoint
+    let target: SyncEndpoint
 
     /// The generation from which attachments must be sent: those with `revpos` above the newest
     /// of `ancestors` (the target's possible ancestors, from `_revs_diff`) that is on the

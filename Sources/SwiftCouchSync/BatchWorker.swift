@@ -6,8 +6,8 @@ import SwiftCouch
 /// others and for design documents), written with `new_edits=false`. Shared by a session's
 /// concurrent batches.
 struct BatchWorker: Sendable {
-    let source: ReplicationEndpoint
-    let target: ReplicationEndpoint
+    let source: SyncEndpoint
+    let target: SyncEndpoint
     let options: ReplicationOptions
     let direction: ReplicationDirection
     let hub: EventHub

@@ -5,7 +5,7 @@ import SwiftCouch
 /// The replication id: the name of the `_local` checkpoint documents on both sides.
 ///
 /// The MD5 (hex) of a version prefix and the canonical JSON of what decides which revisions are
-/// copied: the source's and the target's ``ReplicationEndpoint/identity`` (no credentials), the
+/// copied: the source's and the target's ``SyncEndpoint/identity`` (no credentials), the
 /// filter's ``ReplicationFilter`` identity and `winning_revs_only`. Continuous mode, batch sizes,
 /// workers, timeouts and the direction do not enter it: a one-shot and a continuous replication of
 /// the same databases share their checkpoints.
@@ -15,7 +15,7 @@ public enum ReplicationID {
     public static let version = 1
 
     /// The replication id of `source` → `target` with `options`.
-    public static func make(source: ReplicationEndpoint, target: ReplicationEndpoint, options: ReplicationOptions)
+    public static func make(source: SyncEndpoint, target: SyncEndpoint, options: ReplicationOptions)
         -> String
     {
         var parts: [String: JSONValue] = [

@@ -12,8 +12,8 @@ final class ReplicationSession {
     /// Whether the session caught up with the source at least once (resets the backoff).
     private(set) var caughtUp = false
 
-    private var source: ReplicationEndpoint { replicator.source }
-    private var target: ReplicationEndpoint { replicator.target }
+    private var source: SyncEndpoint { replicator.source }
+    private var target: SyncEndpoint { replicator.target }
     private var options: ReplicationOptions { replicator.options }
     private var localID: String { "_local/" + replicator.replicationID }
 
@@ -80,7 +80,7 @@ final class ReplicationSession {
         targetInstance = targetInfo.instanceStartTime
     }
 
-    private func info(_ endpoint: ReplicationEndpoint) async throws(CouchError) -> DatabaseInfo {
+    private func info(_ endpoint: SyncEndpoint) async throws(CouchError) -> DatabaseInfo {
         do {
             return try await endpoint.send(GetDatabaseInfoOperation(name: endpoint.databaseName))
         } catch {
@@ -92,7 +92,7 @@ final class ReplicationSession {
         }
     }
 
-    private func readLog(_ endpoint: ReplicationEndpoint) async throws(CouchError) -> ReplicationLog? {
+    private func readLog(_ endpoint: SyncEndpoint) async throws(CouchError) -> ReplicationLog? {
         do {
             let json = try await endpoint.send(
                 GetDocumentOperation<JSONValue>(database: endpoint.databaseName, id: localID))
@@ -146,7 +146,7 @@ final class ReplicationSession {
                     summary: summary)))
     }
 
-    private func writeLog(_ log: ReplicationLog, to endpoint: ReplicationEndpoint) async throws(CouchError)
+    private func writeLog(_ log: ReplicationLog, to endpoint: SyncEndpoint) async throws(CouchError)
         -> String?
     {
         let put = PutDocumentOperation<JSONValue>(

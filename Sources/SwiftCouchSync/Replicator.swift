@@ -24,9 +24,9 @@ import SwiftCouchStore
 /// the events promise.
 public final class Replicator: Sendable {
     /// Where revisions are read.
-    public let source: ReplicationEndpoint
+    public let source: SyncEndpoint
     /// Where revisions are written.
-    public let target: ReplicationEndpoint
+    public let target: SyncEndpoint
     /// How the replication runs.
     public let options: ReplicationOptions
     /// The replication id: the checkpoints are `_local/<replicationID>` on both sides.
@@ -44,7 +44,7 @@ public final class Replicator: Sendable {
     }
 
     /// Makes a replicator; nothing is sent until ``run()`` or ``start()``.
-    public init(source: ReplicationEndpoint, target: ReplicationEndpoint, options: ReplicationOptions = .init()) {
+    public init(source: SyncEndpoint, target: SyncEndpoint, options: ReplicationOptions = .init()) {
         self.source = source
         self.target = target
         self.options = options

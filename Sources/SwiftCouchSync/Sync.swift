@@ -29,7 +29,7 @@ public final class Sync: Sendable {
     public let push: Replicator
 
     /// Makes the two replications with `options` (the resolver used by the pull only).
-    public init(local: ReplicationEndpoint, remote: ReplicationEndpoint, options: ReplicationOptions = .init()) {
+    public init(local: SyncEndpoint, remote: SyncEndpoint, options: ReplicationOptions = .init()) {
         var pullOptions = options
         pullOptions.direction = .pull
         var pushOptions = options

@@ -190,7 +190,7 @@ struct ReplicationFeatureTests {
             bob.shutdown()
             anonymous.shutdown()
         }
-        let target = ReplicationEndpoint.remote(anonymous.database("target"))
+        let target = SyncEndpoint.remote(anonymous.database("target"))
         func id(_ client: CouchDBClient, _ options: ReplicationOptions = ReplicationOptions()) -> String {
             ReplicationID.make(source: .remote(client.database("source")), target: target, options: options)
         }

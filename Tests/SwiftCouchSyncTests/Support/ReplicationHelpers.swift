@@ -7,7 +7,7 @@ import Testing
 
 extension Endpoint {
     /// The endpoint as a replication endpoint (a remote database handle).
-    var remote: SwiftCouchSync.ReplicationEndpoint { .remote(client.database(database)) }
+    var remote: SwiftCouchSync.SyncEndpoint { .remote(client.database(database)) }
 }
 
 /// What one replication run ended with.
@@ -48,7 +48,7 @@ struct RunResult: Sendable {
 /// Runs a one-shot replication to its end, with its events; fails when it takes longer than `deadline`
 /// seconds (a generous bound proving it ended instead of hanging).
 func replicate(
-    _ source: SwiftCouchSync.ReplicationEndpoint, _ target: SwiftCouchSync.ReplicationEndpoint,
+    _ source: SwiftCouchSync.SyncEndpoint, _ target: SwiftCouchSync.SyncEndpoint,
     _ options: ReplicationOptions = .init(),
     deadline: Double = 120
 ) async throws -> RunResult {

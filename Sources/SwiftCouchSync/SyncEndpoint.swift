@@ -10,10 +10,10 @@ import SwiftCouchStore
 /// second code path for local databases.
 ///
 /// ```swift
-/// let remote = ReplicationEndpoint.remote(client.database("notes"))
-/// let local = ReplicationEndpoint.local(try await LocalDatabase.open(at: directory, name: "notes"))
+/// let remote = SyncEndpoint.remote(client.database("notes"))
+/// let local = SyncEndpoint.local(try await LocalDatabase.open(at: directory, name: "notes"))
 /// ```
-public enum ReplicationEndpoint: Sendable {
+public enum SyncEndpoint: Sendable {
     /// A database of a server, reached through its client.
     case remote(Database)
     /// A database of a `LocalStore` on this device.
@@ -83,7 +83,7 @@ public enum ReplicationEndpoint: Sendable {
     }
 }
 
-extension ReplicationEndpoint {
+extension SyncEndpoint {
     /// Tries per request, as CouchDB's replicator (`retries_per_request`, 5).
     static let attemptsPerRequest = 5
 
