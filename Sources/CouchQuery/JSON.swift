@@ -463,24 +463,35 @@ extension JSON {
 
     static func writeString(_ s: String, to out: inout String) {
         out += "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "\u{08}": out += "\\b"
-            case "\u{0C}": out += "\\f"
-            default:
-                if scalar.value < 0x20 {
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
+        // Runs that need no escape are appended whole; every byte that needs one is ASCII, so a run
+        // starts and ends on a scalar boundary (sliced through the UTF-8 view: a `"` or `\` may share a
+        // Character with a combining mark after it, and String slicing would round to the Character).
+        let utf8 = s.utf8
+        var runStart = utf8.startIndex
+        var index = runStart
+        while index != utf8.endIndex {
+            let byte = utf8[index]
+            if byte >= 0x20 && byte != 0x22 && byte != 0x5C {
+                index = utf8.index(after: index)
+                continue
             }
+            if runStart != index { out += Substring(utf8[runStart..<index]) }
+            switch byte {
+            case 0x22: out += "\\\""
+            case 0x5C: out += "\\\\"
+            case 0x0A: out += "\\n"
+            case 0x0D: out += "\\r"
+            case 0x09: out += "\\t"
+            case 0x08: out += "\\b"
+            case 0x0C: out += "\\f"
+            default:
+                let hex = String(byte, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            }
+            index = utf8.index(after: index)
+            runStart = index
         }
+        if runStart != utf8.endIndex { out += Substring(utf8[runStart..<utf8.endIndex]) }
         out += "\""
     }
 }

@@ -36,19 +36,22 @@ enum RevisionID {
         term.listHeader(digested.count)
         for (name, type, md5) in digested {
             term.tupleHeader(3)
-            term.binary(Data(name.utf8))
-            term.binary(Data(type.utf8))
+            term.binary(name)
+            term.binary(type)
             term.binary(md5)
         }
         if !digested.isEmpty { term.bytes.append(106) }  // the attachment list's tail
         term.bytes.append(106)  // the outer list's tail
-        return Crypto.hex(Crypto.md5(term.bytes))
+        return Crypto.hex(Crypto.md5(Data(term.bytes)))
     }
 }
 
 /// Erlang's external term format, the parts CouchDB's revision ids use.
 struct ErlangTerm {
-    var bytes = Data()
+    /// The encoding so far (an array of bytes: appending to it costs less than to `Data`).
+    var bytes: [UInt8] = []
+
+    init() { bytes.reserveCapacity(512) }
 
     /// A list of `count` elements follows (then its tail, `NIL_EXT`, which the caller writes); an
     /// empty list is `NIL_EXT` alone.
@@ -106,7 +109,14 @@ struct ErlangTerm {
     mutating func binary(_ data: Data) {
         bytes.append(109)  // BINARY_EXT
         appendUInt32(UInt32(data.count))
-        bytes.append(data)
+        bytes.append(contentsOf: data)
+    }
+
+    /// `BINARY_EXT` of a string's UTF-8 bytes.
+    mutating func binary(_ text: String) {
+        bytes.append(109)  // BINARY_EXT
+        appendUInt32(UInt32(text.utf8.count))
+        bytes.append(contentsOf: text.utf8)
     }
 
     /// A JSON value as CouchDB holds it (see ``RevisionID``).
@@ -116,7 +126,7 @@ struct ErlangTerm {
         case .bool(let flag): atom(flag ? "true" : "false")
         case .int(let number): integer(number)
         case .double(let number): float(number)
-        case .string(let text): binary(Data(text.utf8))
+        case .string(let text): binary(text)
         case .array(let items):
             listHeader(items.count)
             for item in items { json(item) }
@@ -126,7 +136,7 @@ struct ErlangTerm {
             listHeader(members.count)
             for (key, member) in members {
                 tupleHeader(2)
-                binary(Data(key.utf8))
+                binary(key)
                 json(member)
             }
             if !members.isEmpty { bytes.append(106) }
