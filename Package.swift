@@ -24,7 +24,8 @@ let package = Package(
         .target(name: "SwiftCouch", dependencies: ["HTTPWire", "CouchGzip"], path: "Sources/SwiftCouch"),
         .target(name: "SwiftCouchTesting", dependencies: ["SwiftCouch"], path: "Sources/SwiftCouchTesting"),
         .executableTarget(
-            name: "SwiftCouchDemo", dependencies: ["SwiftCouch", "SwiftCouchStore", "CouchTestServer"],
+            name: "SwiftCouchDemo",
+            dependencies: ["SwiftCouch", "SwiftCouchStore", "SwiftCouchSync", "CouchTestServer"],
             path: "Sources/SwiftCouchDemo"),
         // JSON, collation and Mango, in pure Swift.
         .target(name: "CouchQuery", path: "Sources/CouchQuery"),

@@ -12,6 +12,7 @@ import CouchTestServer
 import Foundation
 import SwiftCouch
 import SwiftCouchStore
+import SwiftCouchSync
 
 /// A document type: any Codable value can be a document.
 struct Album: Codable, Sendable {
@@ -111,6 +112,13 @@ do {
     try await local.put(Album(title: "Court and Spark", artist: "Joni Mitchell", year: 1974), id: "albums/court")
     step("Local database at \(directory.path): 1970s albums \(try await seventies(in: local))")
     step("Remote database \(database): 1970s albums \(try await seventies(in: client.database(database)))")
+
+    // Two-way sync between them: CouchDB's replication protocol, with checkpoints on both sides.
+    let sync = Sync(local: .local(local), remote: .remote(client.database(database)))
+    let synced = try await sync.run()
+    step("Synced: \(synced.pull.docsWritten) pulled, \(synced.push.docsWritten) pushed")
+    step("Local database after the sync: 1970s albums \(try await seventies(in: local))")
+    step("Remote database after the sync: 1970s albums \(try await seventies(in: client.database(database)))")
     local.close()
     try? FileManager.default.removeItem(at: directory)
 
