@@ -8,7 +8,7 @@ import SwiftCouchSync
 import SwiftCouchTesting
 import Testing
 
-// README.md, line 65
+// README.md, line 68
 func snippet1() async throws {
 
     struct Album: Codable, Sendable {
@@ -45,7 +45,7 @@ func snippet1() async throws {
     _ = edit
 }
 
-// README.md, line 103
+// README.md, line 106
 func snippet2() async throws {
     let client = SnippetContext.client
     let albums = client.database("albums")
@@ -67,7 +67,7 @@ func snippet2() async throws {
     _ = seventies
 }
 
-// README.md, line 127
+// README.md, line 130
 func snippet3() async throws {
     let client = SnippetContext.client
     struct ActiveTask: Decodable, Sendable { var type: String; var progress: Int? }
@@ -77,7 +77,7 @@ func snippet3() async throws {
     _ = tasks
 }
 
-// README.md, line 136
+// README.md, line 139
 func snippet4() async throws {
     let client = SnippetContext.client
     let hejira = Album(title: "Hejira", year: 1976)
@@ -98,7 +98,7 @@ func snippet4() async throws {
     _ = update
 }
 
-// README.md, line 158
+// README.md, line 161
 func snippet5() async throws {
     let url = SnippetContext.url
     let credentials = SnippetContext.credentials
@@ -114,7 +114,7 @@ func snippet5() async throws {
     _ = client
 }
 
-// README.md, line 171
+// README.md, line 174
 func snippet6() async throws {
     var configuration = Configuration()
     let url = SnippetContext.url
@@ -143,13 +143,13 @@ func snippet6() async throws {
     _ = info
 }
 
-// README.md, line 208
+// README.md, line 211
 func snippet7() async throws {
     var configuration = Configuration()
     configuration.transport = SocketTransport(maximumConnectionsPerHost: 8)   // or URLSessionTransport()
 }
 
-// README.md, line 214
+// README.md, line 217
 func snippet8() async throws {
     let client = SnippetContext.client
     let url = SnippetContext.url
@@ -192,7 +192,7 @@ func snippet8() async throws {
     _ = upload
 }
 
-// README.md, line 255
+// README.md, line 258
 func snippet9() async throws {
     var configuration = Configuration()
     let key = "api-key"
@@ -201,7 +201,7 @@ func snippet9() async throws {
     configuration.authentication = .bearerToken(jwt)             // sent as is
 }
 
-// README.md, line 271
+// README.md, line 274
 func snippet10() async throws {
 
     let run = Simulation.run(
@@ -212,7 +212,7 @@ func snippet10() async throws {
     _ = run
 }
 
-// README.md, line 292
+// README.md, line 295
 func snippet11() async throws {
     let client = SnippetContext.client
 
@@ -257,7 +257,7 @@ func snippet11() async throws {
     _ = feed
 }
 
-// README.md, line 375
+// README.md, line 378
 func snippet12() async throws {
     let client = SnippetContext.client
 
