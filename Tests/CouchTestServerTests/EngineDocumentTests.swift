@@ -99,6 +99,57 @@ import Testing
         #expect(engine.send("DELETE", "/db/_local/x?rev=0-2").json["rev"] == "0-0")
     }
 
+    /// CouchDB 3.5 checks no conflict on a `_local` document (answers recorded from the real server):
+    /// `0-N` becomes `0-(N+1)` whatever is stored, a deletion is `0-0` with any well-formed `rev`.
+    @Test func localDocumentsHaveNoConflicts() throws {
+        let engine = try ServerEngine(options: testOptions())
+        engine.send("PUT", "/db")
+        #expect(engine.send("PUT", "/db/_local/a", json: ["v": 1]).json["rev"] == "0-1")
+        let stale = engine.send("PUT", "/db/_local/a", json: ["_rev": "0-7", "v": 2])
+        #expect(stale.status == 201)
+        #expect(stale.json["rev"] == "0-8")
+        #expect(engine.send("PUT", "/db/_local/b", json: ["_rev": "0-5"]).json["rev"] == "0-6")
+        #expect(engine.send("PUT", "/db/_local/b?rev=0-4", json: [:]).json["rev"] == "0-5")
+        #expect(engine.send("PUT", "/db/_local/b", json: ["_rev": "0--5"]).json["rev"] == "0--4")
+        let ifMatch = engine.send("PUT", "/db/_local/d", json: [:], headers: [("If-Match", "\"0-9\"")])
+        #expect(ifMatch.json["rev"] == "0-10")
+        for bad in ["1-abc", "0-xyz", "0-9223372036854775807"] {
+            let response = engine.send("PUT", "/db/_local/c", json: ["_rev": .string(bad)])
+            #expect(response.status == 500, "\(bad)")
+            #expect(response.json["error"] == "error", "\(bad)")
+            #expect(response.json["reason"] == "Invalid rev format", "\(bad)")
+        }
+        let junk = engine.send("PUT", "/db/_local/c", json: ["_rev": "junk"])
+        #expect(junk.status == 400)
+        #expect(junk.json["reason"] == "Invalid rev format")
+        #expect(engine.send("GET", "/db/_local/c").status == 404)
+        // Deleting: any well-formed rev; a document that is not there is 404 through DELETE but 200 through PUT.
+        let deleted = engine.send("DELETE", "/db/_local/b?rev=0-1")
+        #expect(deleted.status == 200)
+        #expect(deleted.json["rev"] == "0-0")
+        #expect(engine.send("DELETE", "/db/_local/b?rev=0-1").status == 404)
+        #expect(engine.send("DELETE", "/db/_local/a?rev=junk").status == 400)
+        #expect(engine.send("DELETE", "/db/_local/a?rev=3-abc").json["rev"] == "0-0")
+        let ghost = engine.send("PUT", "/db/_local/g", json: ["_deleted": true])
+        #expect(ghost.status == 200)
+        #expect(ghost.json["rev"] == "0-0")
+        #expect(engine.send("PUT", "/db/_local/g", json: ["a": 1]).json["rev"] == "0-1")
+        let bulk = engine.send(
+            "POST", "/db/_bulk_docs",
+            json: [
+                "docs": [
+                    ["_id": "_local/e", "_rev": "0-3"], ["_id": "_local/f", "_rev": "1-1"],
+                    ["_id": "_local/h", "_deleted": true],
+                ]
+            ])
+        let rows = bulk.json.arrayValue ?? []
+        #expect(rows.count == 3)
+        #expect(rows.first?["rev"] == "0-4")
+        #expect(rows.dropFirst().first?["error"] == "error")
+        #expect(rows.dropFirst().first?["reason"] == "Invalid rev format")
+        #expect(rows.last?["rev"] == "0-0")
+    }
+
     @Test func attachmentsRoundTripBinarySafe() throws {
         let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")

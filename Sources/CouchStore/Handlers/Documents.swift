@@ -589,10 +589,13 @@ extension CouchEngine {
         case "PUT":
             return try putLocal(ctx, db, id: id, json: try request.jsonBody())
         case "DELETE":
-            let rev = try baseRevision(request, bodyRev: nil)
+            // CouchDB checks only the revision's form: a `_local` document has no conflicts, any
+            // well-formed `rev` deletes it (couch_db_updater:increment_local_doc_revs).
+            if let rev = try baseRevision(request, bodyRev: nil), parseRev(rev) == nil {
+                throw CouchError.badRequest("Invalid rev format")
+            }
             try db.withLock { () throws(CouchError) in
-                guard let existing = db.local[id] else { throw CouchError.notFound("missing") }
-                if let rev, rev != "0-\(existing.rev)" { throw CouchError.conflict }
+                guard db.local[id] != nil else { throw CouchError.notFound("missing") }
                 try db.putLocal(id: id, doc: nil)
             }
             let result = writeResult(id: id, rev: "0-0")
@@ -622,29 +625,34 @@ extension CouchEngine {
                 body.append((key, value))
             }
         }
-        let rev = try baseRevision(request, bodyRev: bodyRev)
-        let newRev: Int = try db.withLock { () throws(CouchError) -> Int in
-            let existing = db.local[id]
-            var base = 0
-            if let rev {
-                guard let parsed = parseRev(rev), parsed.pos == 0, let n = Int(parsed.hash) else {
-                    throw CouchError.conflict
-                }
-                if let existing, existing.rev != n { throw CouchError.conflict }
-                if existing == nil, n != 0 { throw CouchError.conflict }
-                base = n
-            }
-            if deleted {
-                guard existing != nil else { throw CouchError.notFound("missing") }
-                try db.putLocal(id: id, doc: nil)
-                return 0
-            }
-            let doc = LocalDoc(rev: base + 1, body: .object(body))
-            try db.putLocal(id: id, doc: doc)
-            return doc.rev
+        let newRev = try Self.nextLocalRevision(after: try baseRevision(request, bodyRev: bodyRev), deleted: deleted)
+        try db.withLock { () throws(CouchError) in
+            if deleted, db.local[id] == nil { return }
+            try db.putLocal(id: id, doc: deleted ? nil : LocalDoc(rev: newRev, body: .object(body)))
         }
         let result = writeResult(id: id, rev: "0-\(newRev)")
         let etag = "\"\(Crypto.opaqueToken(id + "0-\(newRev)" + JSON.object(body).serialized))\""
-        return Reply.json(201, result, headers: [("ETag", etag), ("Location", documentLocation(request, db, id))])
+        return Reply.json(
+            deleted ? 200 : 201, result, headers: [("ETag", etag), ("Location", documentLocation(request, db, id))])
+    }
+
+    /// The revision CouchDB 3.5 gives a `_local` document written over `rev` (couch_db_updater's
+    /// `increment_local_doc_revs`): `_local` documents have no conflicts, so whatever the stored
+    /// revision, `0-N` becomes `0-(N+1)`, no revision gives `0-1`, and a deletion `0-0` (even of a document that
+    /// is not there). A revision that is not `pos-hash` is 400; one whose position is not 0 or whose hash
+    /// is not an integer is CouchDB's 500 `{"error":"error","reason":"Invalid rev format"}`.
+    static func nextLocalRevision(after rev: String?, deleted: Bool) throws(CouchError) -> Int {
+        let invalid = CouchError(500, "error", "Invalid rev format")
+        var base = 0
+        if let rev {
+            guard let parsed = parseRev(rev) else { throw CouchError.badRequest("Invalid rev format") }
+            guard parsed.pos == 0, let n = Int(parsed.hash) else { throw invalid }
+            base = n
+        }
+        if deleted { return 0 }
+        let (next, overflow) = base.addingReportingOverflow(1)
+        // CouchDB's integers have no bound; past Int.max this store refuses instead of trapping.
+        if overflow { throw invalid }
+        return next
     }
 }
