@@ -45,10 +45,7 @@ final class ReplicationSession {
         let worker = BatchWorker(replicator: replicator)
         try await catchUp(worker)
         caughtUp = true
-        guard options.continuous else {
-            replicator.hub.emit(.completed(summary))
-            return summary
-        }
+        guard options.continuous else { return summary }
         replicator.setState(.idle)
         while !Task.isCancelled && !replicator.stopRequested {
             let woke = try await waitForChanges()
@@ -170,8 +167,13 @@ final class ReplicationSession {
     private func checkInstances() async throws {
         let sourceNow = try await info(source).instanceStartTime
         let targetNow = try await info(target).instanceStartTime
-        if let sourceInstance, let sourceNow, sourceNow != sourceInstance { throw PeerRecreated() }
-        if let targetInstance, let targetNow, targetNow != targetInstance { throw PeerRecreated() }
+        let sourceChanged = sourceInstance != nil && sourceNow != nil && sourceNow != sourceInstance
+        let targetChanged = targetInstance != nil && targetNow != nil && targetNow != targetInstance
+        guard sourceChanged || targetChanged else { return }
+        let which = sourceChanged ? (targetChanged ? "source and target" : "source") : "target"
+        throw PeerRecreated(
+            reason: "instance_start_time on \(which) database has changed since the session began "
+                + "(deleted and created again)")
     }
 
     // MARK: Copying
@@ -224,6 +226,7 @@ final class ReplicationSession {
                     committedIndex += 1
                     committedSeq = seq
                 }
+                if let hook = replicator.hooks.current.batchCommitted { try await hook() }
                 replicator.hub.emit(.progress(summary))
                 if Date().timeIntervalSince(lastCheckpoint) >= options.checkpointInterval,
                     committedSeq != checkpointedSeq
