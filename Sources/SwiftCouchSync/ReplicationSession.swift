@@ -169,11 +169,24 @@ final class ReplicationSession {
         let targetNow = try await info(target).instanceStartTime
         let sourceChanged = sourceInstance != nil && sourceNow != nil && sourceNow != sourceInstance
         let targetChanged = targetInstance != nil && targetNow != nil && targetNow != targetInstance
-        guard sourceChanged || targetChanged else { return }
-        let which = sourceChanged ? (targetChanged ? "source and target" : "source") : "target"
-        throw PeerRecreated(
-            reason: "instance_start_time on \(which) database has changed since the session began "
-                + "(deleted and created again)")
+        if sourceChanged || targetChanged {
+            let which = sourceChanged ? (targetChanged ? "source and target" : "source") : "target"
+            throw PeerRecreated(
+                reason: "instance_start_time on \(which) database has changed since the session began "
+                    + "(deleted and created again)")
+        }
+        // A server that answers "0" (CouchDB before 3.3, clustered) shows no recreation there: a checkpoint
+        // this session read or wrote that is gone says it (a new database, or the checkpoint deleted: either
+        // way the other side's checkpoint no longer describes this database). CouchDB 3.5 would accept the
+        // next checkpoint PUT as if nothing happened, and a later run would trust it.
+        for (endpoint, instance, rev) in [(source, sourceNow, sourceLogRev), (target, targetNow, targetLogRev)]
+        where instance == "0" && rev != nil {
+            if try await readLog(endpoint) == nil {
+                throw PeerRecreated(
+                    reason: "the checkpoint on the \(endpoint.label) is gone, and its instance_start_time is \"0\" "
+                        + "(deleted and created again?)")
+            }
+        }
     }
 
     // MARK: Copying

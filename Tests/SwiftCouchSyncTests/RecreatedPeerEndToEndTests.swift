@@ -1,3 +1,4 @@
+import CouchTestServer
 import Foundation
 import SwiftCouch
 @testable import SwiftCouchSync
@@ -108,6 +109,64 @@ import Testing
         }
     }
 
+    /// A server whose databases all answer `instance_start_time: "0"` (CouchDB before 3.3 in a cluster),
+    /// so a recreation cannot be seen there: the target recreated after the second batch is noticed because
+    /// the checkpoint the session wrote there is gone, and the run starts over. Before, the next checkpoint
+    /// PUT named the old checkpoint's revision on the new database: the TestServer refuses that (409, and the
+    /// run failed); CouchDB 3.5 accepts it (checked by hand: `_rev` 0-2 on a new database gives 0-3), so the
+    /// documents of the first batches would have been missing from the new target for good, the checkpoint
+    /// saying they were copied.
+    @Test func aRecreationOnAServerWithoutInstanceStartTimeIsNoticedByTheCheckpoint() async throws {
+        guard !SyncEnvironment.isRealCouchDB else {
+            print("Skipping the instance_start_time \"0\" case: it needs the embedded TestServer (COUCHDB_URL is set).")
+            return
+        }
+        let engine = try ServerEngine()
+        let server = try TestServer.start(handler: InstanceZeroHandler(engine: engine))
+        defer {
+            server.stop()
+            engine.close()
+        }
+        let client = CouchDBClient(
+            url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword))
+        defer { client.shutdown() }
+        try await withRemoteDatabases("recreate-zero", count: 2, client: client) { endpoints in
+            let (source, target) = (endpoints[0], endpoints[1])
+            #expect(try await target.json()["instance_start_time"]?.stringValue == "0")
+            let docs: [JSONValue] = (0..<Self.documents).map {
+                ["_id": .string(String(format: "old-%03d", $0)), "n": .int(Int64($0))]
+            }
+            try await source.json(.post, ["_bulk_docs"], body: ["docs": .array(docs)])
+            let replicator = Replicator(
+                source: source.remote, target: target.remote,
+                options: ReplicationOptions(batchSize: 10, workers: 1, checkpointInterval: 0))
+            let batches = LockedBox(0)
+            replicator.hooks.withLock {
+                $0.batchCommitted = {
+                    batches.mutate { $0 += 1 }
+                    guard batches.value == 2 else { return }
+                    _ = try await target.client.execute(DeleteDatabaseOperation(name: target.database))
+                    _ = try await target.client.execute(CreateDatabaseOperation(name: target.database))
+                }
+            }
+            let log = EventLog(replicator)
+            let summary = try await withDeadline(120, "the replication with a recreated target") {
+                try await replicator.run()
+            }
+            let events = await log.finished()
+            let restarts = events.compactMap { event -> String? in
+                if case .restarting(let reason) = event { return reason }
+                return nil
+            }
+            #expect(restarts.count == 1 && restarts.first?.contains("checkpoint") == true, "\(restarts)")
+            #expect(summary.docsWritten == 20 + Self.documents, "\(summary)")
+            try await expectIdenticalTrees(source, target, "after the target was recreated unseen")
+            let again = try await replicate(source.remote, target.remote)
+            #expect(again.summary.docsWritten == 0, "\(again.summary)")
+            try await expectIdenticalTrees(source, target, "after a second run")
+        }
+    }
+
     /// Deletes `endpoint`'s database and creates it again, until its `instance_start_time` differs: it
     /// counts whole seconds (on CouchDB too), so a database recreated within the second it was created in
     /// cannot be told from the old one; then the next second is waited for and the database recreated again.
@@ -121,5 +180,25 @@ import Testing
             try await Task.sleep(nanoseconds: 1_100_000_000)
         }
         Issue.record("\(endpoint.database)'s instance_start_time stayed \(before ?? "nil")")
+    }
+}
+
+/// Answers every `GET /{db}` with `instance_start_time` "0", as CouchDB 2.x to 3.2 did for clustered databases.
+final class InstanceZeroHandler: RequestHandler, @unchecked Sendable {
+    let engine: ServerEngine
+
+    init(engine: ServerEngine) { self.engine = engine }
+
+    func handle(_ request: ServerRequest) -> ServerResponse {
+        var response = engine.handle(request)
+        let segments = request.rawPath.split(separator: "/")
+        guard request.method == "GET", response.status == 200, segments.count == 1, !segments[0].hasPrefix("_"),
+            case .data(let body) = response.body,
+            case .object(let fields)? = try? JSONDecoder().decode(JSONValue.self, from: body),
+            fields["instance_start_time"] != nil,
+            let changed = try? JSONEncoder().encode(JSONValue.object(fields.merging(["instance_start_time": "0"]) { $1 }))
+        else { return response }
+        response.body = .data(changed)
+        return response
     }
 }
