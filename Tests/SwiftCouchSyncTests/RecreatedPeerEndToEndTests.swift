@@ -196,7 +196,8 @@ final class InstanceZeroHandler: RequestHandler, @unchecked Sendable {
             case .data(let body) = response.body,
             case .object(let fields)? = try? JSONDecoder().decode(JSONValue.self, from: body),
             fields["instance_start_time"] != nil,
-            let changed = try? JSONEncoder().encode(JSONValue.object(fields.merging(["instance_start_time": "0"]) { $1 }))
+            let changed = try? JSONEncoder().encode(
+                JSONValue.object(fields.merging(["instance_start_time": "0"]) { $1 }))
         else { return response }
         response.body = .data(changed)
         return response
