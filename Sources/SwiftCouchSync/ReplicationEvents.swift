@@ -9,7 +9,8 @@ public enum ReplicationState: Sendable, CustomStringConvertible {
     case busy
     /// Caught up; in continuous mode, waiting for new changes.
     case idle
-    /// Continuous mode: a peer cannot be reached (or answered 429 or 5xx); retrying after a backoff.
+    /// Continuous mode: a peer cannot be reached (or answered 429 or 5xx); retrying after a backoff
+    /// (a ``ReplicationEvent/retrying(_:)`` event follows, with the planned wait).
     case offline
     /// Stopped by ``Replicator/stop(timeout:)`` or finished (one-shot).
     case stopped

@@ -27,7 +27,7 @@ import Testing
         case remoteToRemote, remoteToLocal, localToRemote
     }
 
-    @Test(arguments: Direction.allCases)
+    @Test(.serialized, arguments: Direction.allCases)
     func killedReplicationsResumeWithoutLossOrDuplicates(_ direction: Direction) async throws {
         guard !SyncEnvironment.isRealCouchDB else { return }
         let rounds = Int(ProcessInfo.processInfo.environment["SWIFTCOUCH_SYNC_KILL_ROUNDS"] ?? "") ?? 3
