@@ -9,7 +9,8 @@ public enum ReplicationState: Sendable, CustomStringConvertible {
     case busy
     /// Caught up; in continuous mode, waiting for new changes.
     case idle
-    /// Continuous mode: a peer cannot be reached (or answered 429 or 5xx); retrying after a backoff.
+    /// Continuous mode: a peer cannot be reached (or answered 429 or 5xx); retrying after a backoff
+    /// (a ``ReplicationEvent/retrying(_:)`` event follows, with the planned wait).
     case offline
     /// Stopped by ``Replicator/stop(timeout:)`` or finished (one-shot).
     case stopped
@@ -109,6 +110,23 @@ public struct ReplicationCheckpoint: Sendable, Hashable {
     public var summary: ReplicationSummary
 }
 
+/// A continuous replication's wait before it connects again, after a session ended with a failure
+/// that retrying can fix (a lost connection, a timeout, 408, 429, 5xx, once the per-request retries
+/// gave up).
+public struct ReplicationRetry: Sendable {
+    /// How long the replication waits before it connects again, in seconds: the backoff's jittered
+    /// wait (``ReplicationBackoff``), and at least the server's ``retryAfter``; never more than the
+    /// backoff's `cap`.
+    public var delay: TimeInterval
+    /// The server's `Retry-After`, in seconds, when the failing response had one (as
+    /// `CouchError.retryAfter` reads it, before the backoff's cap).
+    public var retryAfter: TimeInterval?
+    /// Failed sessions in a row, this one included (the backoff's attempt count).
+    public var failures: Int
+    /// The failure that ended the session.
+    public var error: CouchError
+}
+
 /// What a replication reports, in order, to every ``Replicator/events()`` sequence.
 public enum ReplicationEvent: Sendable {
     /// The state changed.
@@ -123,7 +141,16 @@ public enum ReplicationEvent: Sendable {
     case checkpoint(ReplicationCheckpoint)
     /// The conflict resolver threw; the replication went on.
     case resolverFailed(ids: [String], message: String)
-    /// A one-shot replication finished: sent only after its final checkpoint was written.
+    /// Continuous mode: the session failed with an error retrying can fix; the state is `offline`
+    /// and the replication connects again after the retry's `delay` (unless stopped meanwhile).
+    case retrying(ReplicationRetry)
+    /// A database of the replication was deleted and created again (its `instance_start_time`
+    /// changed), noticed at the latest before the next checkpoint: the session is dropped without
+    /// a checkpoint and the replication starts over from the checkpoints the databases now hold
+    /// (none on a recreated one: from the start). `reason` says which database.
+    case restarting(reason: String)
+    /// A one-shot replication finished: sent only after its final checkpoint was written, with the
+    /// counts of the whole run (every session, as ``Replicator/run()`` returns them).
     case completed(ReplicationSummary)
 }
 

@@ -45,10 +45,7 @@ final class ReplicationSession {
         let worker = BatchWorker(replicator: replicator)
         try await catchUp(worker)
         caughtUp = true
-        guard options.continuous else {
-            replicator.hub.emit(.completed(summary))
-            return summary
-        }
+        guard options.continuous else { return summary }
         replicator.setState(.idle)
         while !Task.isCancelled && !replicator.stopRequested {
             let woke = try await waitForChanges()
@@ -170,8 +167,26 @@ final class ReplicationSession {
     private func checkInstances() async throws {
         let sourceNow = try await info(source).instanceStartTime
         let targetNow = try await info(target).instanceStartTime
-        if let sourceInstance, let sourceNow, sourceNow != sourceInstance { throw PeerRecreated() }
-        if let targetInstance, let targetNow, targetNow != targetInstance { throw PeerRecreated() }
+        let sourceChanged = sourceInstance != nil && sourceNow != nil && sourceNow != sourceInstance
+        let targetChanged = targetInstance != nil && targetNow != nil && targetNow != targetInstance
+        if sourceChanged || targetChanged {
+            let which = sourceChanged ? (targetChanged ? "source and target" : "source") : "target"
+            throw PeerRecreated(
+                reason: "instance_start_time on \(which) database has changed since the session began "
+                    + "(deleted and created again)")
+        }
+        // A server that answers "0" (CouchDB before 3.3, clustered) shows no recreation there: a checkpoint
+        // this session read or wrote that is gone says it (a new database, or the checkpoint deleted: either
+        // way the other side's checkpoint no longer describes this database). CouchDB 3.5 would accept the
+        // next checkpoint PUT as if nothing happened, and a later run would trust it.
+        for (endpoint, instance, rev) in [(source, sourceNow, sourceLogRev), (target, targetNow, targetLogRev)]
+        where instance == "0" && rev != nil {
+            if try await readLog(endpoint) == nil {
+                throw PeerRecreated(
+                    reason: "the checkpoint on the \(endpoint.label) is gone, and its instance_start_time is \"0\" "
+                        + "(deleted and created again?)")
+            }
+        }
     }
 
     // MARK: Copying
@@ -224,6 +239,7 @@ final class ReplicationSession {
                     committedIndex += 1
                     committedSeq = seq
                 }
+                if let hook = replicator.hooks.current.batchCommitted { try await hook() }
                 replicator.hub.emit(.progress(summary))
                 if Date().timeIntervalSince(lastCheckpoint) >= options.checkpointInterval,
                     committedSeq != checkpointedSeq

@@ -35,6 +35,7 @@ public final class Replicator: Sendable {
     public let direction: ReplicationDirection
 
     let hub = EventHub()
+    let hooks = LockedBox(ReplicatorHooks())
     private let control = LockedBox(Control())
 
     struct Control {
@@ -125,7 +126,16 @@ public final class Replicator: Sendable {
 }
 
 /// A peer was deleted and created again (its `instance_start_time` changed): start over.
-struct PeerRecreated: Error {}
+struct PeerRecreated: Error {
+    /// Which database, in CouchDB's words.
+    var reason: String
+}
+
+/// What tests may run inside a replication (internal; set before ``Replicator/run()``).
+struct ReplicatorHooks: Sendable {
+    /// Called after each batch is written and counted, before the checkpoint that may follow it.
+    var batchCommitted: (@Sendable () async throws -> Void)?
+}
 
 /// Runs sessions: once (one-shot), or again after each transient failure (continuous).
 struct ReplicationDriver {
@@ -140,18 +150,21 @@ struct ReplicationDriver {
             do {
                 let summary = try await session.run()
                 total.add(summary)
+                if !replicator.options.continuous { replicator.hub.emit(.completed(total)) }
                 replicator.setState(.stopped)
                 return total
-            } catch is PeerRecreated {
+            } catch let recreated as PeerRecreated {
                 total.add(session.summary)
                 // Counted in a row: a session that caught up in between starts the count again.
                 recreations = session.caughtUp ? 1 : recreations + 1
                 if recreations > 3 {
                     let error = CouchError.validation(
-                        "A database of the replication was deleted and created again \(recreations) times in a row.")
+                        "A database of the replication was deleted and created again \(recreations) times in a row "
+                            + "(\(recreated.reason)).")
                     replicator.setState(.failed(error))
                     throw error
                 }
+                replicator.hub.emit(.restarting(reason: recreated.reason))
                 continue
             } catch let error as CouchError {
                 total.add(session.summary)
@@ -165,7 +178,11 @@ struct ReplicationDriver {
                 }
                 if session.caughtUp { backoff.reset() }
                 replicator.setState(.offline)
-                let wait = backoff.next()
+                let wait = backoff.next(retryAfter: error.retryAfter)
+                replicator.hub.emit(
+                    .retrying(
+                        ReplicationRetry(
+                            delay: wait, retryAfter: error.retryAfter, failures: backoff.attempt, error: error)))
                 try? await Task.sleep(nanoseconds: UInt64(wait * 1_000_000_000))
                 if Task.isCancelled || replicator.stopRequested {
                     replicator.setState(.stopped)

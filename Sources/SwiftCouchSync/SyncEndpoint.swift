@@ -89,9 +89,10 @@ extension SyncEndpoint {
 
     /// Runs `operation` on the endpoint's client, trying again after a transient failure (a lost
     /// connection or answer, a timeout, 408, 429, 5xx) up to ``attemptsPerRequest`` times with a
-    /// jittered backoff. Every request of a replication is safe to repeat: reads, `_revs_diff`,
-    /// writes of fixed revisions (`new_edits=false`), and checkpoint PUTs (a 409 after a lost
-    /// answer is read back, see the session).
+    /// jittered backoff, waiting at least the server's `Retry-After` (at most 5 s a wait). Every
+    /// request of a replication is safe to repeat: reads, `_revs_diff`, writes of fixed revisions
+    /// (`new_edits=false`), and checkpoint PUTs (a 409 after a lost answer is read back, see the
+    /// session).
     func send<Op: CouchOperation>(_ operation: Op, options: CallOptions = CallOptions()) async throws(CouchError)
         -> Op.Response
     {
@@ -104,7 +105,8 @@ extension SyncEndpoint {
                 guard attempt < Self.attemptsPerRequest, ReplicationDriver.isTransient(error), !Task.isCancelled
                 else { throw error }
                 attempt += 1
-                try? await Task.sleep(nanoseconds: UInt64(backoff.next() * 1_000_000_000))
+                let wait = backoff.next(retryAfter: error.retryAfter)
+                try? await Task.sleep(nanoseconds: UInt64(wait * 1_000_000_000))
             }
         }
     }
@@ -120,7 +122,8 @@ extension SyncEndpoint {
                 guard attempt < Self.attemptsPerRequest, ReplicationDriver.isTransient(error), !Task.isCancelled
                 else { throw error }
                 attempt += 1
-                try? await Task.sleep(nanoseconds: UInt64(backoff.next() * 1_000_000_000))
+                let wait = backoff.next(retryAfter: error.retryAfter)
+                try? await Task.sleep(nanoseconds: UInt64(wait * 1_000_000_000))
             }
         }
     }

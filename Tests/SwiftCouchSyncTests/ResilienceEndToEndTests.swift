@@ -150,6 +150,58 @@ import Testing
         }
     }
 
+    /// A continuous replication meets a 429 storm with `Retry-After: 1` on `_changes`, longer than the
+    /// per-request retries (5 tries, the client retrying none itself): the session ends, the state is
+    /// `offline`, and the planned wait (the `retrying` event) is at least the server's Retry-After and at
+    /// most the backoff's cap, where the backoff alone would have waited at most 0.05 s. It then connects
+    /// again and finishes with identical trees.
+    @Test func continuousBackoffWaitsTheServersRetryAfter() async throws {
+        try await withPrivateTestServer(for: "a 429 storm with Retry-After") { server, _ in
+            var configuration = Configuration()
+            configuration.retryPolicy = .disabled  // every 429 reaches the replicator's own retries
+            let client = CouchDBClient(
+                url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
+                configuration: configuration)
+            defer { client.shutdown() }
+            try await withRemoteDatabases("retry-after", count: 2, client: client) { endpoints in
+                let (source, target) = (endpoints[0], endpoints[1])
+                _ = try await Corpus.build(in: source, spec: .small)
+                server.faults.failNext(
+                    5, with: .tooManyRequests(retryAfter: 1),
+                    matching: .path("/\(source.database)/_changes", method: "GET"))
+                let replicator = Replicator(
+                    source: source.remote, target: target.remote,
+                    options: ReplicationOptions(
+                        continuous: true, feedTimeout: 1, backoff: ReplicationBackoff(base: 0.05, cap: 1.5)))
+                let log = EventLog(replicator)
+                replicator.start()
+                // Idle only once a session caught up (the first never does); compared only then, since the
+                // comparison reads _changes too and would meet the 429s itself.
+                let caughtUp = try await eventually(60) { replicator.state.name == "idle" }
+                await replicator.stop()
+                let events = await log.finished()
+                #expect(caughtUp, "the replication connected again and caught up")
+                #expect(server.faults.triggeredCount == 5, "every try of the first _changes was a 429")
+                let retries = events.compactMap { event -> ReplicationRetry? in
+                    if case .retrying(let retry) = event { return retry }
+                    return nil
+                }
+                #expect(retries.count == 1, "one failed session: \(retries.map(\.delay))")
+                let retry = try #require(retries.first)
+                #expect(retry.error.statusCode == 429)
+                #expect(retry.retryAfter == 1)
+                #expect(retry.failures == 1)
+                #expect(retry.delay >= 1 && retry.delay <= 1.5, "planned wait \(retry.delay) s")
+                let states = events.compactMap { event -> String? in
+                    if case .state(let state) = event { return state.name }
+                    return nil
+                }
+                #expect(states.contains("offline") && !states.contains("failed"), "\(states)")
+                try await expectIdenticalTrees(source, target, "after the 429 storm")
+            }
+        }
+    }
+
     /// A checkpoint deleted on one side: the next run starts over, copies what is new, and the trees
     /// are identical.
     @Test(arguments: ["source", "target"])

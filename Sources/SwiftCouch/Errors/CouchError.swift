@@ -4,7 +4,8 @@ import Foundation
 ///
 /// A `CouchError` carries its ``kind``, the HTTP ``statusCode`` when a response arrived, CouchDB's
 /// own ``error`` and ``reason`` strings when the body had them (or the body as text when it was
-/// not JSON), the ``method`` and ``path`` of the request, and the ``underlying`` error.
+/// not JSON), the ``method`` and ``path`` of the request, the server's ``retryAfter`` when it
+/// said how long to wait, and the ``underlying`` error.
 ///
 /// Its `description` never contains a password, an `Authorization` header or a session cookie:
 /// the path is recorded without the query string or any user information.
@@ -62,6 +63,17 @@ public struct CouchError: Error, Sendable, CustomStringConvertible, CustomDebugS
     /// document back before writing it again. False means the request was not carried out: it was
     /// never sent, or the server answered that it refused it.
     public var isOutcomeUnknown: Bool
+    /// How long the server asked to wait before the next try, in seconds: its `Retry-After` header
+    /// (delta-seconds or an HTTP date), when the response this error was made from had one — a
+    /// `429 Too Many Requests` or `503 Service Unavailable` after SwiftCouch's own retries ran out,
+    /// typically. Nil when there was no response, no header, or a header that is not a time to wait
+    /// (`nan`, `-5`, text that is neither a number nor a date); a date already past is 0; anything
+    /// longer than ``maximumRetryAfter`` is cut to it. Never a secret: it is a number.
+    public var retryAfter: TimeInterval?
+
+    /// The longest ``retryAfter`` kept from a response (a day): a server asking for more is
+    /// answered with this.
+    public static let maximumRetryAfter: TimeInterval = 86_400
 
     /// The server answered `409 Conflict`: the revision given is not the current one (or none was given
     /// for an existing document).
@@ -161,6 +173,21 @@ public struct CouchError: Error, Sendable, CustomStringConvertible, CustomDebugS
         return CouchError(
             kind: kind, message: message, statusCode: status, error: error, reason: reason,
             bodyText: bodyText, method: method, path: path)
+    }
+
+    /// The server's wait from a `Retry-After` header value, as ``retryAfter`` holds it: parsed by
+    /// the one parser the retry policy uses, then kept within `0...maximumRetryAfter` (nil when
+    /// the value is not a time to wait).
+    static func retryAfterSeconds(_ header: String?, now: Date = Date()) -> TimeInterval? {
+        guard let header, let seconds = RetryState.parseRetryAfter(header, now: now), !seconds.isNaN else {
+            return nil
+        }
+        return min(max(seconds, 0), maximumRetryAfter)
+    }
+
+    /// Records the response's `Retry-After` in ``retryAfter``, unless it holds one already.
+    mutating func recordRetryAfter(from headers: HTTPFields, now: Date = Date()) {
+        if retryAfter == nil { retryAfter = Self.retryAfterSeconds(headers["Retry-After"], now: now) }
     }
 
     /// A short, secret-free description: kind, status, CouchDB's error and reason, method and path.

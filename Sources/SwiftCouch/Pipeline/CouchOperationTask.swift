@@ -188,6 +188,7 @@ final class PipelineRun<Operation: CouchOperation>: @unchecked Sendable {
                 } catch {
                     var couchError = Self.couchError(error, kind: .decoding, message: "Reading the response failed")
                     if couchError.statusCode == nil { couchError.statusCode = response.statusCode }
+                    couchError.recordRetryAfter(from: response.headers)
                     self.complete(.failure(Self.located(couchError, method: method, path: path)))
                 }
             }

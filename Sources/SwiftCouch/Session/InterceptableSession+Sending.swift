@@ -250,6 +250,7 @@ extension InterceptableSession {
                 status: response.statusCode, body: response.body, method: request.method.rawValue,
                 path: request.path)
             failure.isOutcomeUnknown = true
+            failure.recordRetryAfter(from: response.headers)
             failure.message +=
                 response.statusCode == 409
                 ? " An earlier attempt of this request was sent and its answer lost, so the conflict may be"

@@ -339,6 +339,7 @@ final class ResponseCollector<Op: CouchOperation>: ResultReceiver, @unchecked Se
         } catch {
             var couchError = error as? CouchError ?? CouchError(kind: .decoding, message: "\(error)")
             if couchError.statusCode == nil { couchError.statusCode = head.statusCode }
+            couchError.recordRetryAfter(from: head.headers)
             gate.finish(.failure(couchError))
         }
     }
@@ -447,7 +448,9 @@ final class FileWriter: ResultReceiver, @unchecked Sendable {
         }
         try? handle?.close()
         if let head, let errorBody {
-            gate.finish(.failure(CouchError.http(status: head.statusCode, body: errorBody, method: "GET", path: nil)))
+            var failure = CouchError.http(status: head.statusCode, body: errorBody, method: "GET", path: nil)
+            failure.recordRetryAfter(from: head.headers)
+            gate.finish(.failure(failure))
         } else if let head {
             gate.finish(
                 .success(

@@ -229,6 +229,8 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
     private let preflightError: CouchError?
     private var parser: RowFraming
     private var errorBody: Data?
+    /// The error response's `Retry-After`, if it had one.
+    private var errorRetryAfter: String?
     private let rowsKey: String?
     private let limits: RowStreamLimits
     /// The first bytes of a successful body, quoted in decoding errors as `value()` quotes a body.
@@ -360,6 +362,7 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
         shared.withLock { $0.statusCode = head.statusCode }
         if !(200..<300).contains(head.statusCode) {
             errorBody = Data()
+            errorRetryAfter = head.headers["Retry-After"]
         }
     }
 
@@ -454,7 +457,9 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
         }
         if let errorBody {
             let status = shared.current.statusCode ?? 0
-            finish(.failure(CouchError.http(status: status, body: errorBody, method: nil, path: nil)))
+            var failure = CouchError.http(status: status, body: errorBody, method: nil, path: nil)
+            failure.retryAfter = CouchError.retryAfterSeconds(errorRetryAfter)
+            finish(.failure(failure))
             return
         }
         do {
