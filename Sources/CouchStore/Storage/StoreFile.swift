@@ -238,25 +238,50 @@ final class StoreFile: @unchecked Sendable {
     /// document record refers to them.
     @discardableResult
     func writeNow(_ kind: StoreRecordKind, _ body: some Collection<UInt8>) throws(StoreFileError) -> Int64 {
+        var frame = Self.emptyFrame(kind, capacity: body.count)
+        frame.append(contentsOf: body)
+        return try writeNow(frame: &frame)
+    }
+
+    /// A record's frame with nothing in its payload but `kind`: ``frameHeaderSize`` bytes left for the length and
+    /// checksum, which ``writeNow(frame:)`` fills in. Append the rest of the payload to it.
+    static func emptyFrame(_ kind: StoreRecordKind, capacity: Int = 0) -> [UInt8] {
+        var frame = [UInt8](repeating: 0, count: frameHeaderSize)
+        frame.reserveCapacity(frameHeaderSize + 1 + capacity)
+        frame.append(kind.rawValue)
+        return frame
+    }
+
+    /// ``writeNow(_:_:)`` for a record whose frame the caller built in place (``emptyFrame(_:capacity:)`` and its
+    /// payload appended): its length and checksum are written into its first ``frameHeaderSize`` bytes, and it goes
+    /// to the file as it is, without being copied into another buffer (a streamed attachment's 1 MiB chunks).
+    @discardableResult
+    func writeNow(frame: inout [UInt8]) throws(StoreFileError) -> Int64 {
+        let payloadCount = frame.count - Self.frameHeaderSize
+        guard payloadCount >= 1, StoreRecordKind(rawValue: frame[Self.frameHeaderSize]) != nil else {
+            throw StoreFileError(description: "a record frame without a kind")
+        }
+        guard payloadCount <= Self.maximumRecordSize else {
+            throw StoreFileError(description: "a record of \(payloadCount) bytes is too large for a database file")
+        }
+        let crc = Self.crc32(frame[Self.frameHeaderSize...])
+        for k in 0..<4 {
+            frame[k] = UInt8(truncatingIfNeeded: UInt32(payloadCount) >> UInt32(8 * k))
+            frame[4 + k] = UInt8(truncatingIfNeeded: crc >> UInt32(8 * k))
+        }
         lock.lock()
         defer { lock.unlock() }
         guard !isClosed else { throw StoreFileError(description: "\(location.lastPathComponent) is closed") }
-        guard body.count < Self.maximumRecordSize else {
-            throw StoreFileError(description: "a record of \(body.count) bytes is too large for a database file")
-        }
-        var bytes = pending
-        let offset = writtenEnd + Int64(bytes.count)
-        var payload = [kind.rawValue]
-        payload.append(contentsOf: body)
-        Self.appendFrame(payload, to: &bytes)
+        let offset = writtenEnd + Int64(pending.count)
         do {
-            try writeAll(bytes, at: writtenEnd)
+            if !pending.isEmpty { try writeAll(pending, at: writtenEnd) }
+            try writeAll(frame, at: offset)
         } catch {
             _ = ftruncate(fd, off_t(writtenEnd))
             throw error
         }
         // The group's records are on disk now (uncommitted, as before): only the commit record waits.
-        writtenEnd += Int64(bytes.count)
+        writtenEnd = offset + Int64(frame.count)
         pending.removeAll(keepingCapacity: true)
         return offset
     }
@@ -390,6 +415,40 @@ final class StoreFile: @unchecked Sendable {
         return (kind, payload[1...])
     }
 
+    /// ``read(at:)`` for a large record (an attachment chunk): the payload (without the kind byte) is read into a
+    /// `Data` that owns the buffer `pread` filled, so that sending it on copies nothing more, and no byte is zeroed
+    /// first. Checksum verified.
+    func readData(at offset: Int64) throws(StoreFileError) -> (kind: StoreRecordKind, payload: Data) {
+        lock.lock()
+        if isClosed {
+            lock.unlock()
+            throw StoreFileError(description: "\(location.lastPathComponent) is closed")
+        }
+        let end = writtenEnd
+        lock.unlock()
+        if offset >= end {
+            // Still in the group being written (rare: a chunk read back before its commit).
+            let (kind, payload) = try read(at: offset)
+            return (kind, Data(payload))
+        }
+        let head = try readBytes(at: offset, count: Self.frameHeaderSize)
+        let length = Int(Self.readUInt32(head[...], 0))
+        let crc = Self.readUInt32(head[...], 4)
+        guard length >= 1, length <= Self.maximumRecordSize, offset + Int64(Self.frameHeaderSize + length) <= end else {
+            throw StoreFileError(
+                description: "\(url.lastPathComponent) is corrupt: a record of impossible length at offset \(offset)")
+        }
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: length, alignment: 16)
+        let data = Data(bytesNoCopy: buffer, count: length, deallocator: .custom { pointer, _ in pointer.deallocate() })
+        try readInto(buffer, at: offset + Int64(Self.frameHeaderSize), count: length)
+        let bytes = UnsafeBufferPointer(start: buffer.assumingMemoryBound(to: UInt8.self), count: length)
+        guard CRC32.update(0, bytes) == crc, let kind = StoreRecordKind(rawValue: bytes[0]) else {
+            throw StoreFileError(
+                description: "\(url.lastPathComponent) is corrupt: the record at offset \(offset) fails its checksum")
+        }
+        return (kind, data[(data.startIndex + 1)...])
+    }
+
     /// Copies the committed bytes `from..<to` into `other`'s group (compaction's catch-up of late writes).
     func committedBytes(from start: Int64, to end: Int64) throws(StoreFileError) -> [UInt8] {
         try readBytes(at: start, count: Int(end - start))
@@ -406,12 +465,26 @@ final class StoreFile: @unchecked Sendable {
 
     private func readBytes(at offset: Int64, count: Int) throws(StoreFileError) -> [UInt8] {
         guard count >= 0 else { throw StoreFileError(description: "a negative read of \(url.lastPathComponent)") }
-        var buffer = [UInt8](repeating: 0, count: count)
+        // Read into uninitialised memory: zeroing what `pread` overwrites costs as much as the copy itself.
+        var failure: StoreFileError?
+        let buffer = [UInt8](unsafeUninitializedCapacity: count) { raw, initialized in
+            do throws(StoreFileError) {
+                if count > 0 { try readInto(UnsafeMutableRawPointer(raw.baseAddress!), at: offset, count: count) }
+                initialized = count
+            } catch {
+                failure = error
+                initialized = 0
+            }
+        }
+        if let failure { throw failure }
+        return buffer
+    }
+
+    /// Reads `count` bytes at `offset` into `buffer` (which has room for them).
+    private func readInto(_ buffer: UnsafeMutableRawPointer, at offset: Int64, count: Int) throws(StoreFileError) {
         var done = 0
         while done < count {
-            let n = buffer.withUnsafeMutableBytes { raw in
-                pread(fd, raw.baseAddress! + done, count - done, off_t(offset + Int64(done)))
-            }
+            let n = pread(fd, buffer + done, count - done, off_t(offset + Int64(done)))
             if n < 0, errno == EINTR { continue }
             guard n > 0 else {
                 throw StoreFileError(
@@ -420,7 +493,6 @@ final class StoreFile: @unchecked Sendable {
             }
             done += n
         }
-        return buffer
     }
 
     private func writeAll(_ bytes: [UInt8], at offset: Int64) throws(StoreFileError) {
