@@ -57,6 +57,16 @@ final class StoreFile: @unchecked Sendable {
     /// attachment's chunks) lie between ``durableEnd`` and here until the next commit; `pending` follows.
     private var writtenEnd: Int64
     private var isClosed = false
+    /// The small records read last (a document's record is read for its tree, then again for its body: the second
+    /// read is served from here), by offset; at most ``recentRecordLimit`` of at most ``recentRecordMaxSize`` bytes,
+    /// so at most 256 KiB a file. A record at an offset never changes while the file is open, except when the file
+    /// is cut back (``abandonWritten(from:to:)``, a failed write), which empties this.
+    private var recentRecords: [Int64: (kind: StoreRecordKind, payload: ArraySlice<UInt8>)] = [:]
+    private var recentOrder: [Int64] = []
+    /// Counts the times the file was cut back: a record read before one is not kept.
+    private var cutBacks = 0
+    static let recentRecordLimit = 16
+    static let recentRecordMaxSize = 16 * 1024
     /// Whether ``sync()`` (and creating, cutting and renaming the file) waits for the disk with `fsync`. When
     /// false, records are still written with `pwrite` before a request is answered, so the process may crash at any
     /// point; only a crash of the machine may lose acknowledged writes (``CouchEngine/Options/synchronousWrites``).
@@ -278,6 +288,7 @@ final class StoreFile: @unchecked Sendable {
             try writeAll(frame, at: offset)
         } catch {
             _ = ftruncate(fd, off_t(writtenEnd))
+            forgetRecentRecords()
             throw error
         }
         // The group's records are on disk now (uncommitted, as before): only the commit record waits.
@@ -293,6 +304,7 @@ final class StoreFile: @unchecked Sendable {
         defer { lock.unlock() }
         guard !isClosed, end == writtenEnd, pending.isEmpty, start >= durableEnd, start <= end else { return }
         if ftruncate(fd, off_t(start)) == 0 { writtenEnd = start }
+        forgetRecentRecords()
     }
 
     /// Whether records wait for ``sync()``.
@@ -329,6 +341,7 @@ final class StoreFile: @unchecked Sendable {
         } catch {
             // The group's bytes may be partly on disk: cut them off so the file ends where they began.
             _ = ftruncate(fd, off_t(writtenEnd))
+            forgetRecentRecords()
             throw error
         }
         durableEnd = commitEnd
@@ -398,7 +411,12 @@ final class StoreFile: @unchecked Sendable {
             }
             return (kind, pending[(start + Self.frameHeaderSize + 1)..<(start + Self.frameHeaderSize + length)])
         }
+        if let recent = recentRecords[offset] {
+            lock.unlock()
+            return recent
+        }
         let end = writtenEnd
+        let generation = cutBacks
         lock.unlock()
         let head = try readBytes(at: offset, count: Self.frameHeaderSize)
         let length = Int(Self.readUInt32(head[...], 0))
@@ -412,7 +430,32 @@ final class StoreFile: @unchecked Sendable {
             throw StoreFileError(
                 description: "\(url.lastPathComponent) is corrupt: the record at offset \(offset) fails its checksum")
         }
+        if length <= Self.recentRecordMaxSize { remember(offset, kind, payload[1...], generation: generation) }
         return (kind, payload[1...])
+    }
+
+    /// Keeps a record just read among the recent ones (unless the file was cut back below it meanwhile).
+    private func remember(_ offset: Int64, _ kind: StoreRecordKind, _ payload: ArraySlice<UInt8>, generation: Int) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !isClosed, generation == cutBacks, offset < writtenEnd, recentRecords[offset] == nil else { return }
+        if recentOrder.count >= Self.recentRecordLimit { recentRecords[recentOrder.removeFirst()] = nil }
+        recentOrder.append(offset)
+        recentRecords[offset] = (kind, payload)
+    }
+
+    /// Empties the recent records (lock held): the file was cut back, so an offset may come to hold another record.
+    private func forgetRecentRecords() {
+        cutBacks += 1
+        recentRecords.removeAll()
+        recentOrder.removeAll()
+    }
+
+    /// How many records are kept as recently read (tests of the bound).
+    var recentRecordCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return recentRecords.count
     }
 
     /// ``read(at:)`` for a large record (an attachment chunk): the payload (without the kind byte) is read into a
