@@ -18,8 +18,86 @@ package enum CRC32 {
         return tables
     }()
 
-    /// The CRC-32 of `bytes` continuing from `crc` (0 for a new checksum).
+    /// The CRC-32 of `bytes` continuing from `crc` (0 for a new checksum). From 12 KiB on, the bytes are taken as
+    /// three runs checksummed side by side (three independent chains of table look-ups, which the processor overlaps)
+    /// and the three checksums combined (``combine(_:_:length:)``): about three times as fast as one chain on the
+    /// 1 MiB attachment chunks a database file holds.
     package static func update(_ crc: UInt32, _ bytes: UnsafeBufferPointer<UInt8>) -> UInt32 {
+        let n = bytes.count
+        guard n >= 3 * 4096, let p = bytes.baseAddress else { return updateSerially(crc, bytes) }
+        let part = (n / 3) & ~7
+        var a = ~crc
+        var b: UInt32 = ~0
+        var c: UInt32 = ~0
+        tables.withUnsafeBufferPointer { table in
+            let t = table.baseAddress!
+            var i = 0
+            while i < part {
+                a = step8(a, p + i, t)
+                b = step8(b, p + part + i, t)
+                c = step8(c, p + 2 * part + i, t)
+                i += 8
+            }
+        }
+        let joined = combine(combine(~a, ~b, length: part), ~c, length: part)
+        return updateSerially(joined, UnsafeBufferPointer(rebasing: bytes[(3 * part)...]))
+    }
+
+    /// Eight bytes at `p` into the running (inverted) checksum `c`.
+    @inline(__always)
+    private static func step8(_ c: UInt32, _ p: UnsafePointer<UInt8>, _ t: UnsafePointer<UInt32>) -> UInt32 {
+        let one = (UInt32(p[0]) | UInt32(p[1]) << 8 | UInt32(p[2]) << 16 | UInt32(p[3]) << 24) ^ c
+        let two = UInt32(p[4]) | UInt32(p[5]) << 8 | UInt32(p[6]) << 16 | UInt32(p[7]) << 24
+        return t[7 * 256 + Int(one & 0xFF)] ^ t[6 * 256 + Int((one >> 8) & 0xFF)]
+            ^ t[5 * 256 + Int((one >> 16) & 0xFF)] ^ t[4 * 256 + Int(one >> 24)]
+            ^ t[3 * 256 + Int(two & 0xFF)] ^ t[2 * 256 + Int((two >> 8) & 0xFF)]
+            ^ t[256 + Int((two >> 16) & 0xFF)] ^ t[Int(two >> 24)]
+    }
+
+    /// The CRC-32 of the bytes A then B, from the CRC-32 of A (`first`), that of B (`second`) and B's length: zlib's
+    /// `crc32_combine`, `first` multiplied by x^(8·length) modulo the polynomial, plus `second`.
+    package static func combine(_ first: UInt32, _ second: UInt32, length: Int) -> UInt32 {
+        var n = max(length, 0)
+        var k = 3
+        var power: UInt32 = 1 << 31  // x^0
+        while n > 0 {
+            if n & 1 != 0 { power = multiply(powersOfX[k & 31], power) }
+            n >>= 1
+            k += 1
+        }
+        return multiply(power, first) ^ second
+    }
+
+    /// x^(2^k) modulo the polynomial, k = 0..<32 (bit-reflected, as the checksum is).
+    private static let powersOfX: [UInt32] = {
+        var table = [UInt32](repeating: 0, count: 32)
+        var p: UInt32 = 1 << 30  // x^1
+        for k in 0..<32 {
+            table[k] = p
+            p = multiply(p, p)
+        }
+        return table
+    }()
+
+    /// `a` times `b` modulo the polynomial (bit-reflected).
+    private static func multiply(_ a: UInt32, _ b: UInt32) -> UInt32 {
+        guard a != 0 else { return 0 }
+        var m: UInt32 = 1 << 31
+        var product: UInt32 = 0
+        var b = b
+        while true {
+            if a & m != 0 {
+                product ^= b
+                if a & (m &- 1) == 0 { break }
+            }
+            m >>= 1
+            b = b & 1 != 0 ? (b >> 1) ^ 0xEDB8_8320 : b >> 1
+        }
+        return product
+    }
+
+    /// The CRC-32 of `bytes` continuing from `crc`, in one chain of look-ups, eight bytes at a time.
+    static func updateSerially(_ crc: UInt32, _ bytes: UnsafeBufferPointer<UInt8>) -> UInt32 {
         var c = ~crc
         let n = bytes.count
         guard n > 0, let p = bytes.baseAddress else { return crc }

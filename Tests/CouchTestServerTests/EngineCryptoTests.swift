@@ -12,6 +12,46 @@ import Testing
                 == "9e107d9d372bb6826bd81d3542a419d6")
     }
 
+    /// The MD5 compression is written out step by step: RFC 1321's test suite, a million `a`, and the streaming
+    /// form fed in random pieces against the one-shot form on random inputs.
+    @Test func md5WrittenOutMatchesRFC1321() {
+        let suite: [(String, String)] = [
+            ("a", "0cc175b9c0f1b6a831c399e269772661"), ("abc", "900150983cd24fb0d6963f7d28e17f72"),
+            ("message digest", "f96b697d7cb7938d525a2f31aaf161d0"),
+            ("abcdefghijklmnopqrstuvwxyz", "c3fcd3d76192e4007dfb496cca67e13b"),
+            (
+                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789",
+                "d174ab98d277d9f5a5611c2c9f419d9f"
+            ),
+            (String(repeating: "1234567890", count: 8), "57edf4a22be3c955ac49da2e2107b67a"),
+        ]
+        for (text, digest) in suite { #expect(Crypto.hex(Crypto.md5(Data(text.utf8))) == digest, "\(text)") }
+        #expect(Crypto.hex(Crypto.md5(Data(repeating: 0x61, count: 1_000_000))) == "7707d6ae4e027c70eea2a935c2296f21")
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<20 {
+            let data = Data((0..<Int.random(in: 0...5000, using: &generator)).map { _ in UInt8.random(in: 0...255) })
+            var md5 = Crypto.MD5()
+            var start = 0
+            while start < data.count {
+                let end = min(data.count, start + Int.random(in: 1...200, using: &generator))
+                md5.update(data[start..<end])
+                start = end
+            }
+            #expect(md5.finish() == Crypto.md5(data))
+        }
+    }
+
+    /// base64url is written out: it must equal Foundation's base64 with `+/` swapped for `-_` and no padding.
+    @Test func base64URLMatchesFoundation() {
+        for length in 0..<70 {
+            let data = Data((0..<length).map { _ in UInt8.random(in: 0...255) })
+            let expected = data.base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            #expect(Crypto.base64URL(data) == expected)
+            #expect(Crypto.fromBase64URL(Crypto.base64URL(data)) == data)
+        }
+    }
+
     @Test func sha256KnownVectors() {
         #expect(
             Crypto.hex(Crypto.sha256(Data("abc".utf8)))

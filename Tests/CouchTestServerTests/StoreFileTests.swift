@@ -37,6 +37,40 @@ import Testing
         #expect(reopened.send("GET", "/db/d999").json["n"] == 999)
     }
 
+    /// Records read lately are kept (a document's record is read for its tree, then for its body), at most
+    /// `recentRecordLimit` small ones; a file cut back forgets them, so an offset that comes to hold another record
+    /// is never answered with the old one.
+    @Test func recentRecordsAreBoundedAndNeverStale() throws {
+        let dir = makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = try StoreFile.create(at: dir.appendingPathComponent("recent.db"), synchronousWrites: false)
+        var offsets: [Int64] = []
+        for i in 0..<40 { offsets.append(file.append(.json, Array("{\"n\":\(i)}".utf8))) }
+        try file.sync()
+        for _ in 0..<2 {
+            for (i, offset) in offsets.enumerated() {
+                let (kind, payload) = try file.read(at: offset)
+                #expect(kind == .json && Array(payload) == Array("{\"n\":\(i)}".utf8))
+                #expect(file.recentRecordCount <= StoreFile.recentRecordLimit)
+            }
+        }
+        #expect(file.recentRecordCount == StoreFile.recentRecordLimit)
+        // A large record is not kept.
+        let large = file.append(.json, [UInt8](repeating: 0x20, count: StoreFile.recentRecordMaxSize + 1))
+        try file.sync()
+        _ = try file.read(at: large)
+        #expect(try file.read(at: large).payload.count == StoreFile.recentRecordMaxSize + 1)
+        #expect(file.recentRecordCount == StoreFile.recentRecordLimit)
+        // Written, read (and kept), cut back, written again at the same offset: the new record is read.
+        let first = try file.writeNow(.blob, Array("first".utf8))
+        #expect(Array(try file.read(at: first).payload) == Array("first".utf8))
+        file.abandonWritten(from: first, to: file.size)
+        #expect(file.recentRecordCount == 0)
+        let second = try file.writeNow(.blob, Array("other".utf8))
+        #expect(second == first)
+        #expect(Array(try file.read(at: second).payload) == Array("other".utf8))
+    }
+
     @Test func bodiesAndAttachmentsStayOnDisk() throws {
         let dir = makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -115,7 +115,8 @@ extension CouchEngine {
                 let lower = max(start - chunkStart, 0)
                 let upper = min(end + 1 - chunkStart, chunk.count)
                 guard lower < upper else { return }
-                var piece = chunk.subdata(in: (chunk.startIndex + lower)..<(chunk.startIndex + upper))
+                // A slice of the chunk read, not a copy (the whole chunk but at the ends of a range).
+                var piece = chunk[(chunk.startIndex + lower)..<(chunk.startIndex + upper)]
                 if encoder != nil { piece = encoder!.encode(piece) }
                 guard writer.write(piece) else { return }
                 index += 1
@@ -293,13 +294,14 @@ extension StoredBlob {
         guard chunks.indices.contains(index) else {
             throw StoreFileError(description: "\(name): an attachment has no chunk \(index)")
         }
-        let (kind, payload) = try file.read(at: chunks[index])
+        // Read as Data and sliced, not copied: a download sends these bytes as they were read.
+        let (kind, payload) = try file.readData(at: chunks[index])
         guard kind == .blob, let digestLength = payload.first, payload.count > Int(digestLength),
             payload.dropFirst().prefix(Int(digestLength)).elementsEqual((tag ?? digest).utf8.prefix(255))
         else {
             throw StoreFileError(description: "\(name): no chunk of attachment \(digest) at \(chunks[index])")
         }
-        let bytes = Data(payload.dropFirst(1 + Int(digestLength)))
+        let bytes = payload.dropFirst(1 + Int(digestLength))
         let expected =
             index == chunks.count - 1 ? length - index * StoreFile.blobChunkSize : StoreFile.blobChunkSize
         guard bytes.count == expected else {

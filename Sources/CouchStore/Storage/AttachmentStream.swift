@@ -16,7 +16,11 @@ final class AttachmentStreamWriter {
     let file: StoreFile
     /// What the chunk records name (see ``StoredBlob/tag``).
     let tag = "upload-" + UUID().uuidString
-    private var buffer = Data()
+    /// The chunk being filled, built in place as its record's frame (``StoreFile/emptyFrame(_:capacity:)``, the
+    /// tag, then the bytes), so that each byte is copied once on its way to the file.
+    private var frame: [UInt8] = []
+    /// Where the bytes begin in `frame`.
+    private var bytesStart = 0
     private var chunks: [Int64] = []
     private var md5 = Crypto.MD5()
     private(set) var length = 0
@@ -25,6 +29,11 @@ final class AttachmentStreamWriter {
 
     init(file: StoreFile) {
         self.file = file
+        let name = Array(tag.utf8.prefix(255))
+        frame = StoreFile.emptyFrame(.blob, capacity: 1 + name.count + StoreFile.blobChunkSize)
+        frame.append(UInt8(name.count))
+        frame.append(contentsOf: name)
+        bytesStart = frame.count
     }
 
     /// Adds the next bytes: every chunk they complete is written to the file.
@@ -32,24 +41,20 @@ final class AttachmentStreamWriter {
         guard !data.isEmpty else { return }
         md5.update(data)
         length += data.count
-        buffer.append(data)
-        if buffer.count >= StoreFile.blobChunkSize {
-            var offset = buffer.startIndex
-            while buffer.endIndex - offset >= StoreFile.blobChunkSize {
-                try writeChunk(buffer[offset..<(offset + StoreFile.blobChunkSize)])
-                offset += StoreFile.blobChunkSize
-            }
-            buffer = Data(buffer[offset...])
+        var rest = data[...]
+        while !rest.isEmpty {
+            let room = bytesStart + StoreFile.blobChunkSize - frame.count
+            frame.append(contentsOf: rest.prefix(room))
+            rest = rest.dropFirst(room)
+            if frame.count == bytesStart + StoreFile.blobChunkSize { try writeChunk() }
         }
     }
 
     /// Writes the last chunk; returns the attachment's chunks (an empty attachment has one empty chunk, as
     /// `Database.writeChunks` stores it).
     func finish() throws(StoreFileError) -> StoredBlob {
-        if !buffer.isEmpty || chunks.isEmpty {
-            try writeChunk(buffer[...])
-            buffer = Data()
-        }
+        if frame.count > bytesStart || chunks.isEmpty { try writeChunk() }
+        frame = []
         return StoredBlob(file: file, chunks: chunks, length: length, tag: tag)
     }
 
@@ -63,12 +68,14 @@ final class AttachmentStreamWriter {
         self.start = nil
     }
 
-    private func writeChunk(_ bytes: Data) throws(StoreFileError) {
-        let payload = DocumentRecord.blobChunk(digest: tag, bytes: bytes)
-        let offset = try file.writeNow(.blob, payload)
+    /// Writes the chunk in `frame` (a record the same as ``DocumentRecord/blobChunk(digest:bytes:)`` makes) and
+    /// empties it for the next one.
+    private func writeChunk() throws(StoreFileError) {
+        let offset = try file.writeNow(frame: &frame)
         if start == nil { start = offset }
-        end = offset + Int64(StoreFile.frameHeaderSize + 1 + payload.count)
+        end = offset + Int64(frame.count)
         chunks.append(offset)
+        frame.removeSubrange(bytesStart...)
     }
 
     /// The digest CouchDB gives an attachment of a compressible type stored in `blob`: the MD5 of the gzip bytes

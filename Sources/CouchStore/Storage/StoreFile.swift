@@ -57,6 +57,16 @@ final class StoreFile: @unchecked Sendable {
     /// attachment's chunks) lie between ``durableEnd`` and here until the next commit; `pending` follows.
     private var writtenEnd: Int64
     private var isClosed = false
+    /// The small records read last (a document's record is read for its tree, then again for its body: the second
+    /// read is served from here), by offset; at most ``recentRecordLimit`` of at most ``recentRecordMaxSize`` bytes,
+    /// so at most 256 KiB a file. A record at an offset never changes while the file is open, except when the file
+    /// is cut back (``abandonWritten(from:to:)``, a failed write), which empties this.
+    private var recentRecords: [Int64: (kind: StoreRecordKind, payload: ArraySlice<UInt8>)] = [:]
+    private var recentOrder: [Int64] = []
+    /// Counts the times the file was cut back: a record read before one is not kept.
+    private var cutBacks = 0
+    static let recentRecordLimit = 16
+    static let recentRecordMaxSize = 16 * 1024
     /// Whether ``sync()`` (and creating, cutting and renaming the file) waits for the disk with `fsync`. When
     /// false, records are still written with `pwrite` before a request is answered, so the process may crash at any
     /// point; only a crash of the machine may lose acknowledged writes (``CouchEngine/Options/synchronousWrites``).
@@ -238,25 +248,51 @@ final class StoreFile: @unchecked Sendable {
     /// document record refers to them.
     @discardableResult
     func writeNow(_ kind: StoreRecordKind, _ body: some Collection<UInt8>) throws(StoreFileError) -> Int64 {
+        var frame = Self.emptyFrame(kind, capacity: body.count)
+        frame.append(contentsOf: body)
+        return try writeNow(frame: &frame)
+    }
+
+    /// A record's frame with nothing in its payload but `kind`: ``frameHeaderSize`` bytes left for the length and
+    /// checksum, which ``writeNow(frame:)`` fills in. Append the rest of the payload to it.
+    static func emptyFrame(_ kind: StoreRecordKind, capacity: Int = 0) -> [UInt8] {
+        var frame = [UInt8](repeating: 0, count: frameHeaderSize)
+        frame.reserveCapacity(frameHeaderSize + 1 + capacity)
+        frame.append(kind.rawValue)
+        return frame
+    }
+
+    /// ``writeNow(_:_:)`` for a record whose frame the caller built in place (``emptyFrame(_:capacity:)`` and its
+    /// payload appended): its length and checksum are written into its first ``frameHeaderSize`` bytes, and it goes
+    /// to the file as it is, without being copied into another buffer (a streamed attachment's 1 MiB chunks).
+    @discardableResult
+    func writeNow(frame: inout [UInt8]) throws(StoreFileError) -> Int64 {
+        let payloadCount = frame.count - Self.frameHeaderSize
+        guard payloadCount >= 1, StoreRecordKind(rawValue: frame[Self.frameHeaderSize]) != nil else {
+            throw StoreFileError(description: "a record frame without a kind")
+        }
+        guard payloadCount <= Self.maximumRecordSize else {
+            throw StoreFileError(description: "a record of \(payloadCount) bytes is too large for a database file")
+        }
+        let crc = Self.crc32(frame[Self.frameHeaderSize...])
+        for k in 0..<4 {
+            frame[k] = UInt8(truncatingIfNeeded: UInt32(payloadCount) >> UInt32(8 * k))
+            frame[4 + k] = UInt8(truncatingIfNeeded: crc >> UInt32(8 * k))
+        }
         lock.lock()
         defer { lock.unlock() }
         guard !isClosed else { throw StoreFileError(description: "\(location.lastPathComponent) is closed") }
-        guard body.count < Self.maximumRecordSize else {
-            throw StoreFileError(description: "a record of \(body.count) bytes is too large for a database file")
-        }
-        var bytes = pending
-        let offset = writtenEnd + Int64(bytes.count)
-        var payload = [kind.rawValue]
-        payload.append(contentsOf: body)
-        Self.appendFrame(payload, to: &bytes)
+        let offset = writtenEnd + Int64(pending.count)
         do {
-            try writeAll(bytes, at: writtenEnd)
+            if !pending.isEmpty { try writeAll(pending, at: writtenEnd) }
+            try writeAll(frame, at: offset)
         } catch {
             _ = ftruncate(fd, off_t(writtenEnd))
+            forgetRecentRecords()
             throw error
         }
         // The group's records are on disk now (uncommitted, as before): only the commit record waits.
-        writtenEnd += Int64(bytes.count)
+        writtenEnd = offset + Int64(frame.count)
         pending.removeAll(keepingCapacity: true)
         return offset
     }
@@ -268,6 +304,7 @@ final class StoreFile: @unchecked Sendable {
         defer { lock.unlock() }
         guard !isClosed, end == writtenEnd, pending.isEmpty, start >= durableEnd, start <= end else { return }
         if ftruncate(fd, off_t(start)) == 0 { writtenEnd = start }
+        forgetRecentRecords()
     }
 
     /// Whether records wait for ``sync()``.
@@ -304,6 +341,7 @@ final class StoreFile: @unchecked Sendable {
         } catch {
             // The group's bytes may be partly on disk: cut them off so the file ends where they began.
             _ = ftruncate(fd, off_t(writtenEnd))
+            forgetRecentRecords()
             throw error
         }
         durableEnd = commitEnd
@@ -373,7 +411,12 @@ final class StoreFile: @unchecked Sendable {
             }
             return (kind, pending[(start + Self.frameHeaderSize + 1)..<(start + Self.frameHeaderSize + length)])
         }
+        if let recent = recentRecords[offset] {
+            lock.unlock()
+            return recent
+        }
         let end = writtenEnd
+        let generation = cutBacks
         lock.unlock()
         let head = try readBytes(at: offset, count: Self.frameHeaderSize)
         let length = Int(Self.readUInt32(head[...], 0))
@@ -387,7 +430,66 @@ final class StoreFile: @unchecked Sendable {
             throw StoreFileError(
                 description: "\(url.lastPathComponent) is corrupt: the record at offset \(offset) fails its checksum")
         }
+        if length <= Self.recentRecordMaxSize { remember(offset, kind, payload[1...], generation: generation) }
         return (kind, payload[1...])
+    }
+
+    /// Keeps a record just read among the recent ones (unless the file was cut back below it meanwhile).
+    private func remember(_ offset: Int64, _ kind: StoreRecordKind, _ payload: ArraySlice<UInt8>, generation: Int) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !isClosed, generation == cutBacks, offset < writtenEnd, recentRecords[offset] == nil else { return }
+        if recentOrder.count >= Self.recentRecordLimit { recentRecords[recentOrder.removeFirst()] = nil }
+        recentOrder.append(offset)
+        recentRecords[offset] = (kind, payload)
+    }
+
+    /// Empties the recent records (lock held): the file was cut back, so an offset may come to hold another record.
+    private func forgetRecentRecords() {
+        cutBacks += 1
+        recentRecords.removeAll()
+        recentOrder.removeAll()
+    }
+
+    /// How many records are kept as recently read (tests of the bound).
+    var recentRecordCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return recentRecords.count
+    }
+
+    /// ``read(at:)`` for a large record (an attachment chunk): the payload (without the kind byte) is read into a
+    /// `Data` that owns the buffer `pread` filled, so that sending it on copies nothing more, and no byte is zeroed
+    /// first. Checksum verified.
+    func readData(at offset: Int64) throws(StoreFileError) -> (kind: StoreRecordKind, payload: Data) {
+        lock.lock()
+        if isClosed {
+            lock.unlock()
+            throw StoreFileError(description: "\(location.lastPathComponent) is closed")
+        }
+        let end = writtenEnd
+        lock.unlock()
+        if offset >= end {
+            // Still in the group being written (rare: a chunk read back before its commit).
+            let (kind, payload) = try read(at: offset)
+            return (kind, Data(payload))
+        }
+        let head = try readBytes(at: offset, count: Self.frameHeaderSize)
+        let length = Int(Self.readUInt32(head[...], 0))
+        let crc = Self.readUInt32(head[...], 4)
+        guard length >= 1, length <= Self.maximumRecordSize, offset + Int64(Self.frameHeaderSize + length) <= end else {
+            throw StoreFileError(
+                description: "\(url.lastPathComponent) is corrupt: a record of impossible length at offset \(offset)")
+        }
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: length, alignment: 16)
+        let data = Data(bytesNoCopy: buffer, count: length, deallocator: .custom { pointer, _ in pointer.deallocate() })
+        try readInto(buffer, at: offset + Int64(Self.frameHeaderSize), count: length)
+        let bytes = UnsafeBufferPointer(start: buffer.assumingMemoryBound(to: UInt8.self), count: length)
+        guard CRC32.update(0, bytes) == crc, let kind = StoreRecordKind(rawValue: bytes[0]) else {
+            throw StoreFileError(
+                description: "\(url.lastPathComponent) is corrupt: the record at offset \(offset) fails its checksum")
+        }
+        return (kind, data[(data.startIndex + 1)...])
     }
 
     /// Copies the committed bytes `from..<to` into `other`'s group (compaction's catch-up of late writes).
@@ -406,12 +508,26 @@ final class StoreFile: @unchecked Sendable {
 
     private func readBytes(at offset: Int64, count: Int) throws(StoreFileError) -> [UInt8] {
         guard count >= 0 else { throw StoreFileError(description: "a negative read of \(url.lastPathComponent)") }
-        var buffer = [UInt8](repeating: 0, count: count)
+        // Read into uninitialised memory: zeroing what `pread` overwrites costs as much as the copy itself.
+        var failure: StoreFileError?
+        let buffer = [UInt8](unsafeUninitializedCapacity: count) { raw, initialized in
+            do throws(StoreFileError) {
+                if count > 0 { try readInto(UnsafeMutableRawPointer(raw.baseAddress!), at: offset, count: count) }
+                initialized = count
+            } catch {
+                failure = error
+                initialized = 0
+            }
+        }
+        if let failure { throw failure }
+        return buffer
+    }
+
+    /// Reads `count` bytes at `offset` into `buffer` (which has room for them).
+    private func readInto(_ buffer: UnsafeMutableRawPointer, at offset: Int64, count: Int) throws(StoreFileError) {
         var done = 0
         while done < count {
-            let n = buffer.withUnsafeMutableBytes { raw in
-                pread(fd, raw.baseAddress! + done, count - done, off_t(offset + Int64(done)))
-            }
+            let n = pread(fd, buffer + done, count - done, off_t(offset + Int64(done)))
             if n < 0, errno == EINTR { continue }
             guard n > 0 else {
                 throw StoreFileError(
@@ -420,7 +536,6 @@ final class StoreFile: @unchecked Sendable {
             }
             done += n
         }
-        return buffer
     }
 
     private func writeAll(_ bytes: [UInt8], at offset: Int64) throws(StoreFileError) {

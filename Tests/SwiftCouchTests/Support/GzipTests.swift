@@ -152,6 +152,42 @@ enum GzipVectors {
         #expect(wikipedia.withUnsafeBufferPointer { Adler32.update(1, $0) } == 0x11E6_0398)
     }
 
+    /// From 12 KiB on, CRC-32 runs three chains side by side and combines them: checked against zlib's values (Python's
+    /// `zlib.crc32`) and against a byte-at-a-time reference on lengths around the threshold and the part boundaries,
+    /// from any starting checksum and any alignment.
+    @Test func checksumsOfLargeInputsMatchTheReference() {
+        #expect(CRC32.update(0, [UInt8](repeating: 0x61, count: 1 << 20)) == 0xD7CD_5672)
+        let pattern = (0..<100_003).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+        #expect(CRC32.update(0, pattern) == 0x1734_0963)
+        func reference(_ crc: UInt32, _ bytes: ArraySlice<UInt8>) -> UInt32 {
+            var c = ~crc
+            for byte in bytes {
+                c ^= UInt32(byte)
+                for _ in 0..<8 { c = c & 1 != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
+            }
+            return ~c
+        }
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<70_000).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let lengths =
+            [0, 1, 7, 8, 12_287, 12_288, 12_289, 12_295, 12_296, 40_000, 65_537]
+            + (0..<20).map { _ in
+                Int.random(in: 12_000...69_000, using: &generator)
+            }
+        for length in lengths {
+            let start = Int.random(in: 0...(bytes.count - length), using: &generator)
+            let seed = UInt32.random(in: 0...UInt32.max, using: &generator)
+            let slice = bytes[start..<(start + length)]
+            let fast = slice.withUnsafeBufferPointer { CRC32.update(seed, $0) }
+            #expect(fast == reference(seed, slice), "length \(length) from \(start)")
+        }
+        // Combining: the checksum of A then B from theirs.
+        let a = bytes[0..<1000]
+        let b = bytes[1000..<31_000]
+        #expect(CRC32.combine(reference(0, a), reference(0, b), length: b.count) == reference(0, bytes[0..<31_000]))
+        #expect(CRC32.combine(0x1234_5678, 0, length: 0) == 0x1234_5678)
+    }
+
     @Test func pythonVectorsDecompressExactly() throws {
         #expect(GzipVectors.plain.count == 4471)
         for vector in GzipVectors.gzipLevels {
