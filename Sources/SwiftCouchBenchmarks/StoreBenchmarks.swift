@@ -50,26 +50,14 @@ enum StoreBenchmarks {
         var note = ""
     }
 
-    /// A document of about 215 bytes of JSON (`_id` included), as the issue's insert row asks.
-    static func document(_ index: Int) -> String {
-        let id = String(format: "doc%07d", index)
-        let head =
-            "{\"_id\":\"\(id)\",\"type\":\"reading\",\"device\":\"device-\(index % 97)\",\"n\":\(index),"
-            + "\"value\":\(Double(index % 1000) / 10),\"unit\":\"celsius\",\"tags\":[\"alpha\",\"beta\"],\"text\":\""
-        let tail = "\"}"
-        let fill = max(0, 215 - head.utf8.count - tail.utf8.count)
-        return head + String(repeating: "x", count: fill) + tail
-    }
+    /// A document of 215 bytes of JSON (`_id` included), as the issue's insert row asks: the
+    /// benchmarks' one document (``SmallDocument/numbered(_:id:)``).
+    static func document(_ index: Int) -> String { SmallDocument.numbered(index).json }
 
-    static func documentID(_ index: Int) -> String { String(format: "doc%07d", index) }
+    static func documentID(_ index: Int) -> String { SmallDocument.documentID(index) }
 
     /// `_bulk_docs` bodies for documents `range`, `batch` at a time.
-    static func batches(_ range: Range<Int>, batch: Int) -> [Data] {
-        stride(from: range.lowerBound, to: range.upperBound, by: batch).map { start in
-            let docs = (start..<min(start + batch, range.upperBound)).map(document).joined(separator: ",")
-            return Data("{\"docs\":[\(docs)]}".utf8)
-        }
-    }
+    static func batches(_ range: Range<Int>, batch: Int) -> [Data] { SmallDocument.bulkBodies(range, batch: batch) }
 
     // MARK: - The engine in-process
 

@@ -135,7 +135,7 @@ struct Workload: Sendable {
                     let writer = BulkWriter<SmallDocument>(
                         client: client, database: db, options: .init(batchSize: batch, maximumBatchesInFlight: 4))
                     for index in 0..<count {
-                        try await writer.add(SmallDocument(_id: ids[index], n: index, text: "small"))
+                        try await writer.add(SmallDocument.numbered(index, id: ids[index]))
                     }
                     let results = try await writer.finish()
                     return results.count { $0.rev != nil }
@@ -150,7 +150,7 @@ struct Workload: Sendable {
                     var written = 0
                     for start in stride(from: 0, to: count, by: batch) {
                         let docs = (start..<min(start + batch, count)).map {
-                            SmallDocument(_id: ids[$0], n: $0, text: "small").json
+                            SmallDocument.numbered($0, id: ids[$0]).json
                         }
                         let rows =
                             try await plain.post("/\(db)/_bulk_docs", body: bulkDocsBody(docs)) as? [[String: Any]]
@@ -253,7 +253,7 @@ struct Workload: Sendable {
 
     /// `doc0000000`, `doc0000001`, …: the bulk rows' ids, made outside the measured time.
     static func documentIDs(_ count: Int) -> [String] {
-        (0..<count).map { String(format: "doc%07d", $0) }
+        (0..<count).map(SmallDocument.documentID)
     }
 
     // MARK: Following the changes feed
@@ -404,7 +404,9 @@ struct Workload: Sendable {
     }
 }
 
-/// The benchmark's document: about 215 bytes of JSON, like a typical small record.
+/// The benchmarks' document: about 215 bytes of JSON, like a typical small record. Every row that
+/// writes numbered documents (the bulk rows, the store rows, the replication rows) makes them with
+/// ``numbered(_:id:)``, so they all measure the same document.
 struct SmallDocument: Codable, Sendable {
     var _id: String?
     var _rev: String?
@@ -423,6 +425,37 @@ struct SmallDocument: Codable, Sendable {
         self._id = _id
         self.n = n
         self.text = text
+    }
+
+    /// The size of ``numbered(_:id:)``'s JSON, `_id` included.
+    static let numberedSize = 215
+
+    /// The JSON's length with an empty `_id` and `text` and a one-digit `n`.
+    private static let emptyLength = SmallDocument(_id: "", n: 0, text: "").json.utf8.count
+
+    /// Document number `index`: `_id` `doc0000000`, `doc0000001`, … (or `id`, made beforehand so that
+    /// a measured loop does not pay for `String(format:)`), its `text` filled with `x` so that its
+    /// JSON is ``numberedSize`` bytes.
+    static func numbered(_ index: Int, id: String? = nil) -> SmallDocument {
+        let id = id ?? documentID(index)
+        var digits = index < 0 ? 2 : 1
+        var rest = index.magnitude / 10
+        while rest > 0 {
+            digits += 1
+            rest /= 10
+        }
+        let fill = numberedSize - emptyLength - id.utf8.count - (digits - 1)
+        return SmallDocument(_id: id, n: index, text: String(repeating: "x", count: max(0, fill)))
+    }
+
+    /// `doc0000000`, `doc0000001`, …: the numbered documents' ids (sorted as their numbers are).
+    static func documentID(_ index: Int) -> String { String(format: "doc%07d", index) }
+
+    /// `_bulk_docs` bodies of the numbered documents `range`, `batch` at a time.
+    static func bulkBodies(_ range: Range<Int>, batch: Int) -> [Data] {
+        stride(from: range.lowerBound, to: range.upperBound, by: batch).map { start in
+            Workload.bulkDocsBody((start..<min(start + batch, range.upperBound)).map { numbered($0).json })
+        }
     }
 
     /// The same document as JSON text, written by hand, for the plain-Foundation baseline.

@@ -41,7 +41,8 @@ if arguments.contains("--help") || arguments.contains("-h") {
           --no-store           skip the store rows
           --open-docs N        the open row's database size (default 1,000,000; quick 3,000)
           --sync-only          only the replication rows (SwiftCouchSync pulling 100,000 documents into a
-                               local database, against the server's own replicator; quick 2,000)
+                               local database and copying them to a new database on the same server,
+                               against the server's own replicator; quick 2,000)
           --no-sync            skip the replication rows
 
         Against the CouchDB named by COUCHDB_URL (COUCHDB_USER, COUCHDB_PASSWORD), or else a
@@ -125,7 +126,7 @@ let transports = availableTransports(for: serverURL)
 let plain = PlainClient(base: serverURL, username: username, password: password)
 if !storeOnly {
     print(
-        "Document: \(SmallDocument(_id: "doc0000000", n: 0, text: "small").json.utf8.count) bytes of JSON; "
+        "Document: \(SmallDocument.numberedSize) bytes of JSON; "
             + "\(sizes.repeats) repeat(s) per row, interleaved, medians reported.")
 }
 
@@ -186,10 +187,12 @@ if !storeOnly {
 // replicator (a server is needed: the child TestServer, or COUCHDB_URL).
 if !arguments.contains("--no-sync") && (!storeOnly || syncOnly) {
     print("")
-    print("Replication: pull into a local database, against the server's own replicator")
+    print(
+        "Replication: pull into a local database and remote to remote, against the server's own replicator "
+            + "(\(child == nil ? "CouchDB at \(serverURL.absoluteString)" : "a TestServer in a child process"))")
     let syncRows = await SyncBenchmarks.run(
-        quick: quick, serverURL: serverURL, username: username, password: password)
-    print(SyncBenchmarks.table(syncRows))
+        quick: quick, repeats: sizes.repeats, serverURL: serverURL, username: username, password: password)
+    print(SyncBenchmarks.table(syncRows, couchDB: child == nil))
 }
 
 // The store rows: CouchStore's engine in this process, against CouchDB when COUCHDB_URL names one.

@@ -22,33 +22,44 @@ enum EngineAuth {
     case cookie(String)
 }
 
+/// A request as the HTTP server hands it to the engine: `Host`, the credentials of `auth`, `headers` (each one
+/// replacing any of the same name), the query split off `path`, and the body whole (`body`) or as a stream read as
+/// the engine goes (`bodySource`, as the HTTP server and the in-process transport hand an upload over).
+func engineRequest(
+    _ method: String, _ path: String, headers extra: [(String, String)] = [], auth: EngineAuth = .admin,
+    body: Data = Data(), bodySource: (any RequestBodySource)? = nil
+) -> ServerRequest {
+    var headers = HTTPHeaders()
+    headers.add("Host", "127.0.0.1:5984")
+    switch auth {
+    case .admin: headers.add("Authorization", "Basic " + Data("admin:password".utf8).base64EncodedString())
+    case .anonymous: break
+    case .basic(let u, let p): headers.add("Authorization", "Basic " + Data("\(u):\(p)".utf8).base64EncodedString())
+    case .cookie(let c): headers.add("Cookie", "AuthSession=" + c)
+    }
+    for (n, v) in extra { headers.set(n, v) }
+    let parts = path.split(separator: "?", maxSplits: 1)
+    var request = ServerRequest(
+        method: method, rawPath: String(parts[0]), rawQuery: parts.count > 1 ? String(parts[1]) : nil,
+        headers: headers, body: body)
+    request.bodySource = bodySource
+    return request
+}
+
 extension ServerEngine {
-    /// Sends one request straight to the engine (no HTTP). Streamed bodies are read for at most `streamSeconds`.
+    /// Sends one request straight to the engine (no HTTP), its body `json`, `body` or read from `bodySource`.
+    /// Streamed answers are read for at most `streamSeconds`.
     @discardableResult
     func send(
         _ method: String, _ path: String, json: JSON? = nil, body: Data? = nil, auth: EngineAuth = .admin,
-        headers extra: [(String, String)] = [], streamSeconds: Double = 5
+        headers extra: [(String, String)] = [], bodySource: (any RequestBodySource)? = nil, streamSeconds: Double = 5
     ) -> EngineReply {
-        var headers = HTTPHeaders()
-        headers.add("Host", "127.0.0.1:5984")
-        headers.add("Accept", "application/json")
-        switch auth {
-        case .admin: headers.add("Authorization", "Basic " + Data("admin:password".utf8).base64EncodedString())
-        case .anonymous: break
-        case .basic(let u, let p): headers.add("Authorization", "Basic " + Data("\(u):\(p)".utf8).base64EncodedString())
-        case .cookie(let c): headers.add("Cookie", "AuthSession=" + c)
-        }
-        var payload = body ?? Data()
-        if let json {
-            payload = json.data
-            headers.add("Content-Type", "application/json")
-        }
-        for (n, v) in extra { headers.set(n, v) }
-        let parts = path.split(separator: "?", maxSplits: 1)
-        let response = handle(
-            ServerRequest(
-                method: method, rawPath: String(parts[0]),
-                rawQuery: parts.count > 1 ? String(parts[1]) : nil, headers: headers, body: payload))
+        var headers = [("Accept", "application/json")]
+        if json != nil { headers.append(("Content-Type", "application/json")) }
+        let request = engineRequest(
+            method, path, headers: headers + extra, auth: auth, body: json?.data ?? body ?? Data(),
+            bodySource: bodySource)
+        let response = handle(request)
         var data = Data()
         switch response.body {
         case .empty: break
@@ -60,6 +71,26 @@ extension ServerEngine {
         }
         return EngineReply(status: response.status, headers: response.headers, data: data)
     }
+}
+
+/// `count` random bytes, made 8 at a time (fast enough for attachments of several MiB).
+func randomPayload(_ count: Int) -> Data {
+    var generator = SystemRandomNumberGenerator()
+    var bytes = [UInt8](repeating: 0, count: count)
+    for i in stride(from: 0, to: count, by: 8) {
+        let value = generator.next() as UInt64
+        for k in 0..<min(8, count - i) { bytes[i + k] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(k))) }
+    }
+    return Data(bytes)
+}
+
+/// An attachment's digest as CouchDB writes it: `md5-` and the base64 of the MD5 of its stored bytes.
+func attachmentDigest(_ data: Data) -> String { "md5-" + Crypto.md5(data).base64EncodedString() }
+
+/// The size of database `db`'s file in data directory `dir` (-1 when there is none).
+func databaseFileSize(_ dir: URL, _ db: String) -> Int {
+    let url = DataDirectory(root: dir).fileURL(for: db)
+    return (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int) ?? -1
 }
 
 /// A fresh temporary directory, removed by `cleanUp`.

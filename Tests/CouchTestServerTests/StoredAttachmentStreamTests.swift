@@ -33,15 +33,6 @@ private final class ChunkRecorder: ChunkWriter, @unchecked Sendable {
 @Suite struct StoredAttachmentStreamTests {
     private static let chunkSize = StoreFile.blobChunkSize
 
-    /// A request to the engine as the HTTP server hands it over.
-    private func request(_ method: String, _ path: String, headers extra: [(String, String)] = []) -> ServerRequest {
-        var headers = HTTPHeaders()
-        headers.add("Host", "127.0.0.1:5984")
-        headers.add("Authorization", "Basic " + Data("admin:password".utf8).base64EncodedString())
-        for (name, value) in extra { headers.set(name, value) }
-        return ServerRequest(method: method, rawPath: path, rawQuery: nil, headers: headers, body: Data())
-    }
-
     /// The chunks of a streamed body; an issue when the body is not streamed.
     private func chunks(of response: ServerResponse) -> [Data] {
         guard case .stream(let produce) = response.body else {
@@ -63,21 +54,11 @@ private final class ChunkRecorder: ChunkWriter, @unchecked Sendable {
         return engine
     }
 
-    private func payload(_ count: Int) -> Data {
-        var generator = SystemRandomNumberGenerator()
-        var bytes = [UInt8](repeating: 0, count: count)
-        for i in stride(from: 0, to: count, by: 8) {
-            let value = generator.next() as UInt64
-            for k in 0..<min(8, count - i) { bytes[i + k] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(k))) }
-        }
-        return Data(bytes)
-    }
-
     @Test func aLargeAttachmentIsStreamedInChunksWithItsContentLength() throws {
-        let data = payload(3 * Self.chunkSize + 12_345)
+        let data = randomPayload(3 * Self.chunkSize + 12_345)
         let engine = try engine(with: data, contentType: "application/octet-stream")
         defer { engine.close() }
-        let response = engine.handle(request("GET", "/db/a/file"))
+        let response = engine.handle(engineRequest("GET", "/db/a/file"))
         #expect(response.status == 200)
         #expect(response.headers["Content-Length"] == String(data.count))
         #expect(response.headers["Accept-Ranges"] == "bytes")
@@ -88,11 +69,11 @@ private final class ChunkRecorder: ChunkWriter, @unchecked Sendable {
     }
 
     @Test func aRangeAcrossChunksIsStreamedFromTheChunksItNeeds() throws {
-        let data = payload(3 * Self.chunkSize + 7)
+        let data = randomPayload(3 * Self.chunkSize + 7)
         let engine = try engine(with: data, contentType: "application/octet-stream")
         defer { engine.close() }
         let (start, end) = (Self.chunkSize - 10, 2 * Self.chunkSize + 20)
-        let response = engine.handle(request("GET", "/db/a/file", headers: [("Range", "bytes=\(start)-\(end)")]))
+        let response = engine.handle(engineRequest("GET", "/db/a/file", headers: [("Range", "bytes=\(start)-\(end)")]))
         #expect(response.status == 206)
         #expect(response.headers["Content-Range"] == "bytes \(start)-\(end)/\(data.count)")
         #expect(response.headers["Content-Length"] == String(end - start + 1))
@@ -100,10 +81,10 @@ private final class ChunkRecorder: ChunkWriter, @unchecked Sendable {
         #expect(pieces.map(\.count) == [10, Self.chunkSize, 21])
         #expect(Data(pieces.joined()) == data.subdata(in: start..<(end + 1)))
         // The last bytes only, and a range past the end.
-        let tail = engine.handle(request("GET", "/db/a/file", headers: [("Range", "bytes=-5")]))
+        let tail = engine.handle(engineRequest("GET", "/db/a/file", headers: [("Range", "bytes=-5")]))
         #expect(tail.status == 206)
         #expect(Data(chunks(of: tail).joined()) == data.suffix(5))
-        let outside = engine.handle(request("GET", "/db/a/file", headers: [("Range", "bytes=\(data.count)-")]))
+        let outside = engine.handle(engineRequest("GET", "/db/a/file", headers: [("Range", "bytes=\(data.count)-")]))
         #expect(outside.status == 416)
     }
 
@@ -111,7 +92,7 @@ private final class ChunkRecorder: ChunkWriter, @unchecked Sendable {
         let text = Data((0..<(2 * Self.chunkSize + 999)).map { UInt8(0x61 + $0 % 26) })
         let engine = try engine(with: text, contentType: "text/plain")
         defer { engine.close() }
-        let response = engine.handle(request("GET", "/db/a/file", headers: [("Accept-Encoding", "gzip")]))
+        let response = engine.handle(engineRequest("GET", "/db/a/file", headers: [("Accept-Encoding", "gzip")]))
         #expect(response.status == 200)
         #expect(response.headers["Content-Encoding"] == "gzip")
         let gzip = Data(chunks(of: response).joined())
@@ -119,16 +100,16 @@ private final class ChunkRecorder: ChunkWriter, @unchecked Sendable {
         #expect(gzip == ZlibCompatibleGzip.compress(text))
         #expect(try Gzip.decompress(gzip) == text)
         // Without Accept-Encoding: the bytes as they are, streamed.
-        let plain = engine.handle(request("GET", "/db/a/file"))
+        let plain = engine.handle(engineRequest("GET", "/db/a/file"))
         #expect(plain.headers["Content-Encoding"] == nil)
         #expect(Data(chunks(of: plain).joined()) == text)
     }
 
     @Test func headAnswersTheLengthWithoutABody() throws {
-        let data = payload(2 * Self.chunkSize + 1)
+        let data = randomPayload(2 * Self.chunkSize + 1)
         let engine = try engine(with: data, contentType: "application/octet-stream")
         defer { engine.close() }
-        let response = engine.handle(request("HEAD", "/db/a/file"))
+        let response = engine.handle(engineRequest("HEAD", "/db/a/file"))
         #expect(response.status == 200)
         #expect(response.headers["Content-Length"] == String(data.count))
         guard case .empty = response.body else {
@@ -140,7 +121,7 @@ private final class ChunkRecorder: ChunkWriter, @unchecked Sendable {
     @Test func aDamagedLaterChunkEndsTheBodyShortOfItsLength() throws {
         let dir = makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let data = payload(3 * Self.chunkSize)
+        let data = randomPayload(3 * Self.chunkSize)
         do {
             let engine = try ServerEngine(options: testOptions(dir))
             engine.send("PUT", "/db")
@@ -157,7 +138,7 @@ private final class ChunkRecorder: ChunkWriter, @unchecked Sendable {
         try bytes.write(to: url)
         let engine = try ServerEngine(options: testOptions(dir))
         defer { engine.close() }
-        let response = engine.handle(request("GET", "/db/a/file"))
+        let response = engine.handle(engineRequest("GET", "/db/a/file"))
         #expect(response.status == 200)
         #expect(response.headers["Content-Length"] == String(data.count))
         let sent = Data(chunks(of: response).joined())
@@ -167,7 +148,7 @@ private final class ChunkRecorder: ChunkWriter, @unchecked Sendable {
     @Test func aDamagedFirstChunkIsAnErrorBeforeAnythingIsSent() throws {
         let dir = makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let data = payload(2 * Self.chunkSize + 3)
+        let data = randomPayload(2 * Self.chunkSize + 3)
         do {
             let engine = try ServerEngine(options: testOptions(dir))
             engine.send("PUT", "/db")

@@ -52,40 +52,11 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
         _ engine: ServerEngine, _ path: String, _ source: any RequestBodySource,
         contentType: String = "application/octet-stream"
     ) -> EngineReply {
-        var headers = HTTPHeaders()
-        headers.add("Host", "127.0.0.1:5984")
-        headers.add("Authorization", "Basic " + Data("admin:password".utf8).base64EncodedString())
-        headers.add("Content-Type", contentType)
-        let parts = path.split(separator: "?", maxSplits: 1)
-        var request = ServerRequest(
-            method: "PUT", rawPath: String(parts[0]), rawQuery: parts.count > 1 ? String(parts[1]) : nil,
-            headers: headers, body: Data())
-        request.bodySource = source
-        let response = engine.handle(request)
-        var data = Data()
-        if case .data(let d) = response.body { data = d }
-        return EngineReply(status: response.status, headers: response.headers, data: data)
+        engine.send("PUT", path, headers: [("Content-Type", contentType)], bodySource: source)
     }
-
-    private func payload(_ count: Int) -> Data {
-        var generator = SystemRandomNumberGenerator()
-        var bytes = [UInt8](repeating: 0, count: count)
-        for i in stride(from: 0, to: count, by: 8) {
-            let value = generator.next() as UInt64
-            for k in 0..<min(8, count - i) { bytes[i + k] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(k))) }
-        }
-        return Data(bytes)
-    }
-
-    private func fileSize(_ dir: URL, _ db: String) -> Int {
-        let url = DataDirectory(root: dir).fileURL(for: db)
-        return (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int) ?? -1
-    }
-
-    private func digest(_ data: Data) -> String { "md5-" + Crypto.md5(data).base64EncodedString() }
 
     @Test func theMD5ComputedPieceByPieceIsTheMD5OfTheWhole() {
-        let data = payload(200_003)
+        let data = randomPayload(200_003)
         for piece in [1, 63, 64, 65, 1000, 65_536, 200_003] {
             var md5 = Crypto.MD5()
             var offset = 0
@@ -102,25 +73,25 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
     @Test func anUploadIsWrittenToTheFileAsItArrivesWithItsDigest() throws {
         let dir = makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let data = payload(3 * StoreFile.blobChunkSize + 54_321)
+        let data = randomPayload(3 * StoreFile.blobChunkSize + 54_321)
         var onDiskMidway = 0
         let before: Int
         do {
             let engine = try ServerEngine(options: testOptions(dir))
             defer { engine.close() }
             #expect(engine.send("PUT", "/db").status == 201)
-            before = fileSize(dir, "db")
+            before = databaseFileSize(dir, "db")
             let source = PieceSource(data) { offset in
                 // Two and a half chunks in: two chunks are in the file already, not waiting in memory.
                 if offset >= 5 * StoreFile.blobChunkSize / 2, onDiskMidway == 0 {
-                    onDiskMidway = fileSize(dir, "db") - before
+                    onDiskMidway = databaseFileSize(dir, "db") - before
                 }
             }
             let put = upload(engine, "/db/a/file.bin", source)
             #expect(put.status == 201, "\(put.text)")
             #expect(onDiskMidway >= 2 * StoreFile.blobChunkSize, "only \(onDiskMidway) bytes in the file midway")
             let doc = engine.send("GET", "/db/a").json
-            #expect(doc["_attachments"]?["file.bin"]?["digest"]?.stringValue == digest(data))
+            #expect(doc["_attachments"]?["file.bin"]?["digest"]?.stringValue == attachmentDigest(data))
             #expect(doc["_attachments"]?["file.bin"]?["length"]?.intValue == Int64(data.count))
             #expect(doc["_attachments"]?["file.bin"]?["revpos"]?.intValue == 1)
             #expect(Crypto.md5(engine.send("GET", "/db/a/file.bin").data) == Crypto.md5(data))
@@ -130,7 +101,7 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
             let engine = try ServerEngine(options: testOptions(dir))
             defer { engine.close() }
             let doc = engine.send("GET", "/db/a").json
-            #expect(doc["_attachments"]?["file.bin"]?["digest"]?.stringValue == digest(data))
+            #expect(doc["_attachments"]?["file.bin"]?["digest"]?.stringValue == attachmentDigest(data))
             #expect(Crypto.md5(engine.send("GET", "/db/a/file.bin").data) == Crypto.md5(data))
             let range = engine.send("GET", "/db/a/file.bin", headers: [("Range", "bytes=1048570-1048590")])
             #expect(range.status == 206)
@@ -141,25 +112,25 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
     @Test func identicalBytesAreStoredOnce() throws {
         let dir = makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let data = payload(2 * StoreFile.blobChunkSize + 777)
+        let data = randomPayload(2 * StoreFile.blobChunkSize + 777)
         do {
             let engine = try ServerEngine(options: testOptions(dir))
             defer { engine.close() }
             engine.send("PUT", "/db")
             #expect(upload(engine, "/db/a/one", PieceSource(data)).status == 201)
-            let size = fileSize(dir, "db")
+            let size = databaseFileSize(dir, "db")
             #expect(upload(engine, "/db/b/two", PieceSource(data, declared: true)).status == 201)
-            #expect(fileSize(dir, "db") - size < 64 * 1024, "the same bytes were stored twice")
+            #expect(databaseFileSize(dir, "db") - size < 64 * 1024, "the same bytes were stored twice")
             #expect(Crypto.md5(engine.send("GET", "/db/b/two").data) == Crypto.md5(data))
         }
         for _ in 0..<2 {
             // After reopening (the whole file, then the snapshot): the stored bytes are still found by digest.
             let engine = try ServerEngine(options: testOptions(dir))
             defer { engine.close() }
-            let size = fileSize(dir, "db")
+            let size = databaseFileSize(dir, "db")
             let id = "c\(UUID().uuidString.prefix(8))"
             #expect(upload(engine, "/db/\(id)/three", PieceSource(data)).status == 201)
-            #expect(fileSize(dir, "db") - size < 64 * 1024, "the same bytes were stored again after reopening")
+            #expect(databaseFileSize(dir, "db") - size < 64 * 1024, "the same bytes were stored again after reopening")
             #expect(Crypto.md5(engine.send("GET", "/db/\(id)/three").data) == Crypto.md5(data))
             #expect(Crypto.md5(engine.send("GET", "/db/a/one").data) == Crypto.md5(data))
         }
@@ -168,19 +139,19 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
     @Test func aBodyCutShortLeavesNoRevisionAndNothingInTheFile() throws {
         let dir = makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let data = payload(4 * StoreFile.blobChunkSize)
+        let data = randomPayload(4 * StoreFile.blobChunkSize)
         do {
             let engine = try ServerEngine(options: testOptions(dir))
             defer { engine.close() }
             engine.send("PUT", "/db")
             let existing = engine.send("PUT", "/db/b", json: ["kept": true]).json["rev"]?.stringValue ?? ""
-            let size = fileSize(dir, "db")
+            let size = databaseFileSize(dir, "db")
             let cut = upload(engine, "/db/a/file.bin", PieceSource(data, failAfter: 5 * StoreFile.blobChunkSize / 2))
             #expect(cut.status == 400)
             #expect(cut.json["error"] == "bad_request")
             #expect(engine.send("GET", "/db/a").status == 404)
             // The chunks written were the file's tail: cut off again.
-            #expect(fileSize(dir, "db") == size)
+            #expect(databaseFileSize(dir, "db") == size)
             let cutUpdate = upload(
                 engine, "/db/b/file.bin?rev=\(existing)", PieceSource(data, failAfter: 3 * StoreFile.blobChunkSize))
             #expect(cutUpdate.status == 400)
@@ -200,7 +171,7 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
         engine.send("PUT", "/db")
         engine.send("PUT", "/db/a", json: [:])
         var reads = 0
-        let source = PieceSource(payload(2 * StoreFile.blobChunkSize)) { _ in reads += 1 }
+        let source = PieceSource(randomPayload(2 * StoreFile.blobChunkSize)) { _ in reads += 1 }
         let put = upload(engine, "/db/a/file.bin", source)
         #expect(put.status == 409)
         #expect(reads == 0)
@@ -220,16 +191,16 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
             defer { engine.close() }
             engine.send("PUT", "/db")
             engine.send("PUT", "/db/a", json: ["n": 1])
-            size = fileSize(dir, "db")
+            size = databaseFileSize(dir, "db")
             let db = try #require(engine.store.database(named: "db"))
             let file = try #require(db.withLock { db.file })
             let writer = AttachmentStreamWriter(file: file)
-            try writer.write(payload(3 * StoreFile.blobChunkSize))
-            #expect(fileSize(dir, "db") >= size + 3 * StoreFile.blobChunkSize)
+            try writer.write(randomPayload(3 * StoreFile.blobChunkSize))
+            #expect(databaseFileSize(dir, "db") >= size + 3 * StoreFile.blobChunkSize)
         }
         let engine = try ServerEngine(options: testOptions(dir))
         defer { engine.close() }
-        #expect(fileSize(dir, "db") == size)
+        #expect(databaseFileSize(dir, "db") == size)
         #expect(engine.send("GET", "/db/a").json["n"] == 1)
         #expect(engine.send("PUT", "/db/b", json: [:]).status == 201)
     }
@@ -259,7 +230,7 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
     @Test func compactionCopiesAStreamedAttachment() throws {
         let dir = makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let data = payload(3 * StoreFile.blobChunkSize + 5)
+        let data = randomPayload(3 * StoreFile.blobChunkSize + 5)
         do {
             let engine = try ServerEngine(options: testOptions(dir))
             defer { engine.close() }
@@ -269,41 +240,26 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
             _ = upload(engine, "/db/x/f", PieceSource(data, failAfter: 2 * StoreFile.blobChunkSize))
             let db = try #require(engine.store.database(named: "db"))
             let file = try #require(db.withLock { db.file })
-            try AttachmentStreamWriter(file: file).write(payload(2 * StoreFile.blobChunkSize))
+            try AttachmentStreamWriter(file: file).write(randomPayload(2 * StoreFile.blobChunkSize))
             engine.send("PUT", "/db/b", json: [:])
-            let size = fileSize(dir, "db")
+            let size = databaseFileSize(dir, "db")
             try db.compact()
             // The cut-off upload was the file's tail (cut off again); the other chunks were garbage.
-            #expect(fileSize(dir, "db") < size - StoreFile.blobChunkSize)
+            #expect(databaseFileSize(dir, "db") < size - StoreFile.blobChunkSize)
             #expect(Crypto.md5(engine.send("GET", "/db/a/file.bin").data) == Crypto.md5(data))
         }
         let engine = try ServerEngine(options: testOptions(dir))
         defer { engine.close() }
         #expect(Crypto.md5(engine.send("GET", "/db/a/file.bin").data) == Crypto.md5(data))
-        #expect(engine.send("GET", "/db/a").json["_attachments"]?["file.bin"]?["digest"]?.stringValue == digest(data))
+        #expect(
+            engine.send("GET", "/db/a").json["_attachments"]?["file.bin"]?["digest"]?.stringValue
+                == attachmentDigest(data))
     }
 }
 
 /// A `multipart/related` document upload (what CouchDB's replicator sends) whose body is a stream: the JSON part is
 /// read whole, each attachment part written to the file as it is read (a gzip-encoded one decoded on the way).
 @Suite struct StreamedMultipartTests {
-    private func payload(_ count: Int) -> Data {
-        var generator = SystemRandomNumberGenerator()
-        var bytes = [UInt8](repeating: 0, count: count)
-        for i in stride(from: 0, to: count, by: 8) {
-            let value = generator.next() as UInt64
-            for k in 0..<min(8, count - i) { bytes[i + k] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(k))) }
-        }
-        return Data(bytes)
-    }
-
-    private func digest(_ data: Data) -> String { "md5-" + Crypto.md5(data).base64EncodedString() }
-
-    private func fileSize(_ dir: URL, _ db: String) -> Int {
-        let url = DataDirectory(root: dir).fileURL(for: db)
-        return (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int) ?? -1
-    }
-
     /// The body CouchDB's replicator sends: the document with `follows` stubs, then one part per attachment.
     private func multipart(_ doc: JSON, _ parts: [(name: String, type: String, bytes: Data, gzip: Bool)]) -> Data {
         var body = Data("--B1\r\nContent-Type: application/json\r\n\r\n".utf8)
@@ -319,24 +275,13 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
         return body
     }
 
+    /// A `multipart/related` PUT of `body`, read whole or (`streamed`) from `source` (by default the body in pieces).
     private func put(_ engine: ServerEngine, _ path: String, _ body: Data, streamed: Bool, source: PieceSource? = nil)
         -> EngineReply
     {
-        let type = [("Content-Type", "multipart/related; boundary=\"B1\"")]
-        guard streamed else { return engine.send("PUT", path, body: body, headers: type) }
-        var headers = HTTPHeaders()
-        headers.add("Host", "127.0.0.1:5984")
-        headers.add("Authorization", "Basic " + Data("admin:password".utf8).base64EncodedString())
-        headers.add(type[0].0, type[0].1)
-        let parts = path.split(separator: "?", maxSplits: 1)
-        var request = ServerRequest(
-            method: "PUT", rawPath: String(parts[0]), rawQuery: parts.count > 1 ? String(parts[1]) : nil,
-            headers: headers, body: Data())
-        request.bodySource = source ?? PieceSource(body, piece: 70_000, declared: true)
-        let response = engine.handle(request)
-        var data = Data()
-        if case .data(let d) = response.body { data = d }
-        return EngineReply(status: response.status, headers: response.headers, data: data)
+        engine.send(
+            "PUT", path, body: streamed ? nil : body, headers: [("Content-Type", "multipart/related; boundary=\"B1\"")],
+            bodySource: streamed ? source ?? PieceSource(body, piece: 70_000, declared: true) : nil)
     }
 
     @Test func aReplicatedMultipartDocumentIsWrittenAsItArrives() throws {
@@ -345,7 +290,7 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
         let engine = try ServerEngine(options: testOptions(dir))
         defer { engine.close() }
         engine.send("PUT", "/db")
-        let big = payload(3 * StoreFile.blobChunkSize + 1_234)
+        let big = randomPayload(3 * StoreFile.blobChunkSize + 1_234)
         var text = ""
         while text.utf8.count < 600_000 { text += "line \(text.utf8.count) of a replicated text attachment\n" }
         let plain = Data(text.utf8)
@@ -358,11 +303,12 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
                 ],
                 "_attachments": [
                     "big.bin": [
-                        "content_type": "application/octet-stream", "revpos": 1, "digest": .string(digest(big)),
+                        "content_type": "application/octet-stream", "revpos": 1,
+                        "digest": .string(attachmentDigest(big)),
                         "length": .int(Int64(big.count)), "follows": true,
                     ],
                     "t.txt": [
-                        "content_type": "text/plain", "revpos": 2, "digest": .string(digest(gz)),
+                        "content_type": "text/plain", "revpos": 2, "digest": .string(attachmentDigest(gz)),
                         "length": .int(Int64(plain.count)), "encoding": "gzip",
                         "encoded_length": .int(Int64(gz.count)), "follows": true,
                     ],
@@ -374,12 +320,12 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
                 doc(id),
                 [("big.bin", "application/octet-stream", big, false), ("t.txt", "text/plain", gz, true)])
         }
-        let before = fileSize(dir, "db")
+        let before = databaseFileSize(dir, "db")
         var onDiskMidway = 0
         let whole = body("s")
         let source = PieceSource(whole, piece: 70_000, declared: true) { offset in
             if offset >= 5 * StoreFile.blobChunkSize / 2, onDiskMidway == 0 {
-                onDiskMidway = fileSize(dir, "db") - before
+                onDiskMidway = databaseFileSize(dir, "db") - before
             }
         }
         let streamed = put(engine, "/db/s?new_edits=false", whole, streamed: true, source: source)
@@ -389,8 +335,8 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
         #expect(put(engine, "/db/w?new_edits=false", body("w"), streamed: false).status == 201)
         let s = engine.send("GET", "/db/s?att_encoding_info=true").json["_attachments"]
         let w = engine.send("GET", "/db/w?att_encoding_info=true").json["_attachments"]
-        #expect(s?["big.bin"]?["digest"]?.stringValue == digest(big))
-        #expect(s?["t.txt"]?["digest"]?.stringValue == digest(gz))
+        #expect(s?["big.bin"]?["digest"]?.stringValue == attachmentDigest(big))
+        #expect(s?["t.txt"]?["digest"]?.stringValue == attachmentDigest(gz))
         #expect(s?["t.txt"]?["length"]?.intValue == Int64(plain.count))
         #expect(s?["t.txt"]?["revpos"]?.intValue == 2)
         #expect(s?["big.bin"]?["revpos"]?.intValue == 1)
@@ -402,7 +348,9 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
         defer { reopened.close() }
         #expect(Crypto.md5(reopened.send("GET", "/db/s/big.bin").data) == Crypto.md5(big))
         #expect(reopened.send("GET", "/db/s/t.txt").data == plain)
-        #expect(reopened.send("GET", "/db/s").json["_attachments"]?["t.txt"]?["digest"]?.stringValue == digest(gz))
+        #expect(
+            reopened.send("GET", "/db/s").json["_attachments"]?["t.txt"]?["digest"]?.stringValue == attachmentDigest(gz)
+        )
     }
 
     @Test func aPartOfAnotherLengthThanItsStubIsRefusedAsCouchDBRefusesIt() throws {
@@ -410,7 +358,7 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
         let engine = try ServerEngine(options: testOptions(makeTemporaryDirectory()))
         defer { engine.close() }
         engine.send("PUT", "/db")
-        let bytes = payload(StoreFile.blobChunkSize + 3)
+        let bytes = randomPayload(StoreFile.blobChunkSize + 3)
         for streamed in [true, false] {
             for (declared, reason) in [
                 (bytes.count + 1, "attachment shorter than expected"),
@@ -442,23 +390,23 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
         let engine = try ServerEngine(options: testOptions(dir))
         defer { engine.close() }
         engine.send("PUT", "/db")
-        let big = payload(2 * StoreFile.blobChunkSize + 10)
+        let big = randomPayload(2 * StoreFile.blobChunkSize + 10)
         let wrong: JSON = [
             "_id": "x",
             "_attachments": [
                 "big.bin": [
-                    "content_type": "application/octet-stream", "digest": .string(digest(Data("other".utf8))),
+                    "content_type": "application/octet-stream", "digest": .string(attachmentDigest(Data("other".utf8))),
                     "length": .int(Int64(big.count)), "follows": true,
                 ]
             ],
         ]
-        let size = fileSize(dir, "db")
+        let size = databaseFileSize(dir, "db")
         let body = multipart(wrong, [("big.bin", "application/octet-stream", big, false)])
         let mismatch = put(engine, "/db/x", body, streamed: true)
         #expect(mismatch.status == 400)
         #expect(mismatch.json["error"] == "content_md5_mismatch")
         #expect(engine.send("GET", "/db/x").status == 404)
-        #expect(fileSize(dir, "db") == size)
+        #expect(databaseFileSize(dir, "db") == size)
         let right = wrong.setting(
             "_attachments",
             [
@@ -471,7 +419,7 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
             source: PieceSource(body, failAfter: StoreFile.blobChunkSize + 5))
         #expect(cut.status == 400)
         #expect(engine.send("GET", "/db/x").status == 404)
-        #expect(fileSize(dir, "db") == size)
+        #expect(databaseFileSize(dir, "db") == size)
         #expect(
             put(
                 engine, "/db/x", multipart(right, [("big.bin", "application/octet-stream", big, false)]), streamed: true
@@ -488,13 +436,6 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
         for (name, value) in extra { headers.add(name, value) }
         return headers
     }
-
-    private func payload(_ count: Int) -> Data {
-        var generator = SystemRandomNumberGenerator()
-        return Data((0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) })
-    }
-
-    private func digest(_ data: Data) -> String { "md5-" + Crypto.md5(data).base64EncodedString() }
 
     @Test func aConnectionClosedBeforeContentLengthLeavesNoRevisionAndAReadableDatabase() throws {
         let dir = makeTemporaryDirectory()
@@ -517,7 +458,7 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
                 method: "PUT", target: "/db/a/file.bin",
                 headers: headers([("Host", "127.0.0.1"), ("Content-Length", String(4 << 20))])
             ).serialized
-            head.append(payload(3 << 20 / 2))
+            head.append(randomPayload(3 << 20 / 2))
             try cut.send(head)
             cut.close()
             // Stopping waits for the connection's thread: the upload has been given up by then.
@@ -540,7 +481,7 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
         defer { server.stop() }
         let connection = try RawHTTPConnection(port: server.port, timeout: 10)
         #expect(try connection.request(method: "PUT", target: "/db", headers: headers()).status == 201)
-        let data = payload(3 << 20)
+        let data = randomPayload(3 << 20)
         let bogus = Data("foobar!".utf8).base64EncodedString()
         let put = try connection.request(
             method: "PUT", target: "/db/a/file.bin",
@@ -556,7 +497,7 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
         for id in ["a", "b"] {
             let doc = try JSON.parse(
                 try connection.request(method: "GET", target: "/db/\(id)", headers: headers()).body)
-            #expect(doc["_attachments"]?["file.bin"]?["digest"]?.stringValue == digest(data))
+            #expect(doc["_attachments"]?["file.bin"]?["digest"]?.stringValue == attachmentDigest(data))
             let bytes = try connection.request(method: "GET", target: "/db/\(id)/file.bin", headers: headers()).body
             #expect(Crypto.md5(bytes) == Crypto.md5(data))
         }
@@ -567,7 +508,7 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
         defer { server.stop() }
         let connection = try RawHTTPConnection(port: server.port, timeout: 10)
         #expect(try connection.request(method: "PUT", target: "/db", headers: headers()).status == 201)
-        let data = payload(3 << 20)
+        let data = randomPayload(3 << 20)
         let doc: JSON = [
             "_id": "m", "n": 1,
             "_attachments": [
@@ -585,7 +526,7 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
         #expect(put.status == 201, "\(put.text)")
         let fetched = try JSON.parse(try connection.request(method: "GET", target: "/db/m", headers: headers()).body)
         #expect(fetched["n"] == 1)
-        #expect(fetched["_attachments"]?["big.bin"]?["digest"]?.stringValue == digest(data))
+        #expect(fetched["_attachments"]?["big.bin"]?["digest"]?.stringValue == attachmentDigest(data))
         let bytes = try connection.request(method: "GET", target: "/db/m/big.bin", headers: headers()).body
         #expect(Crypto.md5(bytes) == Crypto.md5(data))
     }
@@ -598,7 +539,7 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
         #expect(try connection.request(method: "PUT", target: "/db", headers: headers()).status == 201)
         server.faults.failNext(
             with: .interim(seconds: 0.01, count: 2), matching: .path("/db/a/file.bin", method: "PUT"))
-        let data = payload(3 << 20 / 2)
+        let data = randomPayload(3 << 20 / 2)
         let put = try connection.request(method: "PUT", target: "/db/a/file.bin", headers: headers(), body: data)
         #expect(put.status == 201)
         #expect(put.interim.count == 2)
@@ -616,7 +557,7 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
                 == 201)
         // A conflict is answered before the body is read; the body is then read and dropped.
         let conflict = try connection.request(
-            method: "PUT", target: "/db/a/file.bin", headers: headers(), body: payload(2 << 20))
+            method: "PUT", target: "/db/a/file.bin", headers: headers(), body: randomPayload(2 << 20))
         #expect(conflict.status == 409)
         let next = try connection.request(method: "GET", target: "/db", headers: headers())
         #expect(next.status == 200)
