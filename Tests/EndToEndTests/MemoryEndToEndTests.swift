@@ -99,6 +99,15 @@ struct MemoryEndToEndTests {
 }
 
 extension MemoryEndToEndTests {
+    @Test("A probe child that fails is reported as an issue, so a memory test cannot pass on a probe that never ran")
+    func aFailingProbeIsReported() async throws {
+        var readings: [String: Int64] = ["unset": 1]
+        await withKnownIssue {
+            readings = try await runProbe("no-such-workload", url: URL(string: "http://127.0.0.1:9"), database: "none")
+        }
+        #expect(readings.isEmpty)
+    }
+
     @Test(
         "A TestServer streams _all_docs?include_docs=true of 20,000 documents (20 MiB) with memory bounded by a batch")
     func serverStreamsAllDocsWithBodies() async throws {
