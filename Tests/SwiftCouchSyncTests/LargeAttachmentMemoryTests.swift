@@ -12,16 +12,18 @@ import Testing
 /// app's process), so its peak resident memory is what replicating costs. The bytes on the target are compared by
 /// their digest: the target's stub digest is the source's (a target checks the MD5 of the bytes it receives against
 /// the digest sent, `content_md5_mismatch`, as CouchDB does), and the source's is the file's.
-@Suite("Replication: large attachments in flat memory")
+///
+/// One probe at a time (`.serialized`): each keeps a core busy for its length (the server's digests and the copies of
+/// a debug build), and four at once on a small machine starve the tests that bound a wait by the wall clock.
+@Suite("Replication: large attachments in flat memory", .serialized)
 struct LargeAttachmentMemoryTests {
     static let size = 256 << 20
 
     @Test("A 256 MiB random attachment replicates remote to local with peak memory well below its size")
     func remoteToLocal() async throws {
         try await withRemoteProbeDatabases("r2l") { server, source, _ in
-            let file = try writeRandomFile(size: Self.size)
-            defer { try? FileManager.default.removeItem(at: file) }
-            try await upload(file, to: source, contentType: "application/octet-stream")
+            try await upload(
+                { try writeRandomFile(size: Self.size) }, to: source, contentType: "application/octet-stream")
             let digest = try #require(try await attachmentStub(source)?["digest"]?.stringValue)
             let readings = try await runReplicationProbe(
                 "remote-to-local", server, source: source, extra: ["PROBE_DIGEST": digest])
@@ -33,22 +35,22 @@ struct LargeAttachmentMemoryTests {
     @Test("A 256 MiB random attachment replicates local to remote with peak memory well below its size")
     func localToRemote() async throws {
         try await withRemoteProbeDatabases("l2r") { server, _, target in
-            let file = try writeRandomFile(size: Self.size)
+            let file = try await offThePool { try writeRandomFile(size: Self.size) }
             defer { try? FileManager.default.removeItem(at: file) }
             let readings = try await runReplicationProbe(
                 "local-to-remote", server, target: target, extra: ["PROBE_FILE": file.path])
             expectFlat(readings, "local to remote, 256 MiB random", size: Self.size)
             let digest = try await attachmentStub(target)?["digest"]?.stringValue
-            #expect(digest == "md5-" + (try md5Base64(of: file)), "the target's attachment is the file")
+            let expected = try await offThePool { "md5-" + (try md5Base64(of: file)) }
+            #expect(digest == expected, "the target's attachment is the file")
         }
     }
 
     @Test("A 256 MiB random attachment replicates remote to remote with peak memory well below its size")
     func remoteToRemote() async throws {
         try await withRemoteProbeDatabases("r2r") { server, source, target in
-            let file = try writeRandomFile(size: Self.size)
-            defer { try? FileManager.default.removeItem(at: file) }
-            try await upload(file, to: source, contentType: "application/octet-stream")
+            try await upload(
+                { try writeRandomFile(size: Self.size) }, to: source, contentType: "application/octet-stream")
             let readings = try await runReplicationProbe("remote-to-remote", server, source: source, target: target)
             expectFlat(readings, "remote to remote, 256 MiB random", size: Self.size)
             let (original, copied) = (try await attachmentStub(source), try await attachmentStub(target))
@@ -62,9 +64,7 @@ struct LargeAttachmentMemoryTests {
     @Test("A 64 MiB text attachment stored gzip-encoded replicates remote to remote streamed, not held whole")
     func gzipStoredRemoteToRemote() async throws {
         try await withRemoteProbeDatabases("gz") { server, source, target in
-            let file = try writeRandomTextFile(size: 64 << 20)
-            defer { try? FileManager.default.removeItem(at: file) }
-            try await upload(file, to: source, contentType: "text/plain")
+            try await upload({ try writeRandomTextFile(size: 64 << 20) }, to: source, contentType: "text/plain")
             let stored = try await attachmentStub(source)
             #expect(stored?["encoding"] == "gzip", "the source stores the text gzip-encoded")
             let readings = try await runReplicationProbe("remote-to-remote", server, source: source, target: target)
@@ -153,8 +153,13 @@ private func runReplicationProbe(
     return try await ChildProbe.run(ReplicationMemoryProbe.self, workload: workload, environment: environment)
 }
 
-/// Uploads `file` as attachment `blob` of document `big` (streamed from the file).
-private func upload(_ file: URL, to endpoint: Endpoint, contentType: String) async throws {
+/// Uploads the file `make` writes as attachment `blob` of document `big` (streamed from the file), then removes it.
+/// The file is written on a Dispatch thread (in a debug build, 256 MiB take seconds of CPU the cooperative pool needs).
+private func upload(_ make: @escaping @Sendable () throws -> URL, to endpoint: Endpoint, contentType: String)
+    async throws
+{
+    let file = try await offThePool(make)
+    defer { try? FileManager.default.removeItem(at: file) }
     _ = try await endpoint.client.upload(
         UploadAttachmentOperation(
             database: endpoint.database, documentID: "big", name: "blob", revision: nil, contentType: contentType,

@@ -43,11 +43,8 @@ public enum ChildProbe {
         _ suite: Any.Type, workload: String, environment: [String: String] = [:], deadline: Double = 600
     ) async throws -> [String: Int64] {
         let filter = NSRegularExpression.escapedPattern(for: String(reflecting: suite))
-        let outcome = try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(
-                    with: Result { try launch(filter: filter, workload: workload, environment, deadline: deadline) })
-            }
+        let outcome = try await offThePool {
+            try launch(filter: filter, workload: workload, environment, deadline: deadline)
         }
         let readings = parse(outcome.output)
         if readings.isEmpty || outcome.status != 0 || outcome.timedOut {
@@ -217,4 +214,13 @@ public func md5Base64(of url: URL) throws -> String {
     defer { try? handle.close() }
     while let piece = try handle.read(upToCount: 1 << 20), !piece.isEmpty { md5.update(piece) }
     return md5.finish().base64EncodedString()
+}
+
+/// Runs `body` on a Dispatch thread and returns its result: for blocking work a test does itself (writing or digesting
+/// a large file, hundreds of MiB in a debug build), which on the cooperative pool (two threads here) would hold every
+/// other test off for its whole length.
+public func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+    }
 }
