@@ -59,14 +59,21 @@ let package = Package(
             name: "SwiftCouchChaos", dependencies: ["SwiftCouch", "CouchTestServer"], path: "Sources/SwiftCouchChaos"),
         .executableTarget(
             name: "TestServerCLI", dependencies: ["CouchTestServer"], path: "TestServer/Sources/TestServerCLI"),
+        // What the end-to-end, local-store and replication tests share: the environment (COUCHDB_URL or an embedded
+        // TestServer) and the child-process memory probes.
+        .target(
+            name: "SwiftCouchTestSupport", dependencies: ["SwiftCouch", "CouchStore", "CouchTestServer"],
+            path: "Tests/SwiftCouchTestSupport"),
         .testTarget(
             name: "SwiftCouchTests", dependencies: ["SwiftCouch", "SwiftCouchTesting", "CouchGzip"],
             path: "Tests/SwiftCouchTests"),
         .testTarget(
-            name: "EndToEndTests", dependencies: ["SwiftCouch", "CouchTestServer", "CouchStore"],
+            name: "EndToEndTests",
+            dependencies: ["SwiftCouch", "CouchTestServer", "CouchStore", "SwiftCouchTestSupport"],
             path: "Tests/EndToEndTests"),
         .testTarget(
-            name: "SwiftCouchStoreTests", dependencies: ["SwiftCouchStore", "SwiftCouch", "CouchTestServer"],
+            name: "SwiftCouchStoreTests",
+            dependencies: ["SwiftCouchStore", "SwiftCouch", "CouchTestServer", "SwiftCouchTestSupport"],
             path: "Tests/SwiftCouchStoreTests"),
         .testTarget(
             name: "CouchTestServerTests",
@@ -79,7 +86,9 @@ let package = Package(
             path: "Tests/DocumentationSnippetTests"),
         .testTarget(
             name: "SwiftCouchSyncTests",
-            dependencies: ["SwiftCouchSync", "SwiftCouchStore", "SwiftCouch", "CouchTestServer"],
+            dependencies: [
+                "SwiftCouchSync", "SwiftCouchStore", "SwiftCouch", "CouchTestServer", "SwiftCouchTestSupport",
+            ],
             path: "Tests/SwiftCouchSyncTests"),
         .testTarget(name: "CouchJSTests", dependencies: ["CouchJS", "CouchQuery"], path: "Tests/CouchJSTests"),
         // CouchStore on its own, as an app uses it: no TestServer in its dependencies.

@@ -107,23 +107,22 @@ struct AttachmentCopy {
             let contentType = stub["content_type"]?.stringValue ?? "application/octet-stream"
             if stub["encoding"]?.stringValue == "gzip" {
                 // Stored gzip-encoded (a text type): its digest is the encoded bytes' MD5, so the
-                // encoded bytes are what is copied. Such attachments are compressible text, read
-                // in one response.
-                let stored = try await source.send(
-                    StoredAttachmentOperation(
-                        database: source.databaseName, documentID: id, name: name, revision: rev))
-                try Self.save(stored.data, to: file)
+                // encoded bytes are what is copied, streamed to the file as the source sends them
+                // (`Accept-Encoding: gzip`, nothing inflated).
+                let stored = try await source.download(
+                    GetAttachmentOperation(database: source.databaseName, documentID: id, name: name, revision: rev),
+                    to: file, options: DownloadOptions(keepsContentEncoding: true))
                 var spec: [String: JSONValue] = ["follows": true, "content_type": .string(contentType)]
                 if let revpos = stub["revpos"] { spec["revpos"] = revpos }
-                if stored.encoding == "gzip" {
+                if stored.contentEncoding == "gzip" {
                     spec["encoding"] = "gzip"
-                    spec["encoded_length"] = .int(Int64(stored.data.count))
+                    spec["encoded_length"] = .int(stored.length)
                     spec["length"] = stub["length"] ?? .null
                     if let digest = stub["digest"] { spec["digest"] = digest }
                 } else {
                     // The source sent it decoded (a local store, or a proxy): the target encodes it
                     // again and computes its own digest.
-                    spec["length"] = .int(Int64(stored.data.count))
+                    spec["length"] = .int(stored.length)
                 }
                 follows.append((name, contentType, file, .object(spec)))
                 continue
@@ -198,15 +197,6 @@ struct AttachmentCopy {
         }
     }
 
-    private static func save(_ data: Data, to file: URL) throws(CouchError) {
-        do {
-            try data.write(to: file)
-        } catch {
-            throw CouchError(
-                kind: .transport, message: "Could not write \(file.path): \(error)", underlying: error)
-        }
-    }
-
     /// Writes the MIME parts to `file`, copying each attachment file in 1 MiB chunks.
     static func spool(json: Data, follows: [(String, String, URL)], boundary: String, to file: URL)
         throws(CouchError)
@@ -251,38 +241,5 @@ extension JSONValue {
         } catch {
             throw CouchError.serialisation("Could not encode a document: \(error)", underlying: error)
         }
-    }
-}
-
-/// An attachment's bytes as the server stores them: `Accept-Encoding: gzip` named by the request,
-/// so the transport passes a gzip-encoded body through undecoded (with the encoding it came in).
-struct StoredAttachmentOperation: CouchOperation {
-    struct Response: Sendable {
-        var data: Data
-        var encoding: String?
-    }
-
-    var database: String
-    var documentID: String
-    var name: String
-    var revision: String?
-
-    func validate() throws(CouchError) {
-        try CouchValidation.validateDatabaseName(database)
-        try CouchValidation.validateDocumentID(documentID)
-        guard !name.isEmpty else { throw CouchError.validation("An attachment name must not be empty.") }
-    }
-
-    var endpoint: CouchPath {
-        CouchPath(
-            segments: CouchPath.document(database, documentID).segments
-                + name.split(separator: "/", omittingEmptySubsequences: false).map(String.init))
-    }
-    var parameters: [URLQueryItem] { revision.map { [URLQueryItem(name: "rev", value: $0)] } ?? [] }
-    var headers: HTTPFields { ["Accept-Encoding": "gzip"] }
-
-    func processResponse(data: Data, httpInfo: HTTPInfo) throws -> Response {
-        try throwIfError(data: data, httpInfo: httpInfo)
-        return Response(data: data, encoding: httpInfo.headers["Content-Encoding"]?.lowercased())
     }
 }

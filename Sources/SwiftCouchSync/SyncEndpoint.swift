@@ -112,12 +112,14 @@ extension SyncEndpoint {
     }
 
     /// Downloads an attachment to `file`, with the retries of ``send(_:options:)``.
-    func download(_ operation: GetAttachmentOperation, to file: URL) async throws(CouchError) -> AttachmentDownload {
+    func download(
+        _ operation: GetAttachmentOperation, to file: URL, options: DownloadOptions = DownloadOptions()
+    ) async throws(CouchError) -> AttachmentDownload {
         var backoff = ReplicationBackoff(base: 0.2, cap: 5)
         var attempt = 1
         while true {
             do {
-                return try await client.download(operation, to: file).value
+                return try await client.download(operation, to: file, options: options).value
             } catch {
                 guard attempt < Self.attemptsPerRequest, ReplicationDriver.isTransient(error), !Task.isCancelled
                 else { throw error }

@@ -1,6 +1,7 @@
 import CouchTestServer
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import Testing
 
 @Suite("End to end: the bulk writer")

@@ -1,6 +1,7 @@
 import CouchTestServer
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import Testing
 
 /// What users of Cloudant or of a clustered CouchDB meet, against the TestServer's cluster mode:

@@ -1,73 +1,12 @@
 import CouchTestServer
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import Testing
 
-/// Where the end-to-end tests run: a real CouchDB named by `COUCHDB_URL` (with `COUCHDB_USER` and
-/// `COUCHDB_PASSWORD`), or else a TestServer started in this process.
-final class E2EEnvironment: Sendable {
-    let url: URL
-    let credentials: Credentials
-    /// The embedded TestServer, when no `COUCHDB_URL` is set. Fault tests need it.
-    let testServer: TestServer?
-
-    static let shared: E2EEnvironment = {
-        do {
-            return try E2EEnvironment()
-        } catch {
-            fatalError("Could not start the embedded TestServer: \(error)")
-        }
-    }()
-
-    private init() throws {
-        let environment = ProcessInfo.processInfo.environment
-        if let raw = environment["COUCHDB_URL"], !raw.isEmpty, let url = URL(string: raw) {
-            self.url = url
-            self.credentials = Credentials(
-                username: environment["COUCHDB_USER"] ?? "admin",
-                password: environment["COUCHDB_PASSWORD"] ?? "password")
-            self.testServer = nil
-        } else {
-            // `SWIFTCOUCH_TESTSERVER_NODES=3` (and `SWIFTCOUCH_TESTSERVER_REPLICA_LAG=0.2`) run the suite
-            // against the TestServer's cluster mode, as users of Cloudant or a clustered CouchDB meet it.
-            var configuration = TestServer.Configuration()
-            configuration.nodes = Int(environment["SWIFTCOUCH_TESTSERVER_NODES"] ?? "") ?? 1
-            configuration.replicaLag = Double(environment["SWIFTCOUCH_TESTSERVER_REPLICA_LAG"] ?? "") ?? 0
-            let server = try TestServer.start(configuration)
-            self.url = server.url
-            self.credentials = Credentials(username: server.adminName, password: server.adminPassword)
-            self.testServer = server
-        }
-    }
-
-    /// A client for the admin, with a configuration the test may adjust.
-    func client(_ adjust: (inout Configuration) -> Void = { _ in }) -> CouchDBClient {
-        var configuration = Configuration()
-        configuration.retryPolicy = RetryPolicy(maximumRetries: 8, initialDelay: 0.02, maximumDelay: 0.5)
-        Self.selectTransport(&configuration)
-        adjust(&configuration)
-        return CouchDBClient(url: url, credentials: credentials, configuration: configuration)
-    }
-
-    /// The transport the suite runs over: `SWIFTCOUCH_TRANSPORT=socket` or `urlsession` forces
-    /// ``SocketTransport`` or ``URLSessionTransport``; unset, the library's default
-    /// (``AutomaticTransport``: on Linux, the socket transport for the `http` TestServer).
-    static let transportChoice = ProcessInfo.processInfo.environment["SWIFTCOUCH_TRANSPORT"] ?? ""
-
-    /// Puts the forced transport, if any, into `configuration`.
-    static func selectTransport(_ configuration: inout Configuration) {
-        switch transportChoice {
-        case "socket": configuration.transport = SocketTransport()
-        case "urlsession": configuration.transport = URLSessionTransport()
-        default: break
-        }
-    }
-
-    /// A database name no other test (or earlier run) uses.
-    static func uniqueDatabaseName(_ purpose: String) -> String {
-        "swiftcouch-e2e-\(purpose)-\(UUID().uuidString.lowercased().prefix(12))"
-    }
-}
+/// Where the end-to-end tests run: a real CouchDB named by `COUCHDB_URL`, or else the TestServer the test binary
+/// starts (shared with the replication tests; see `SwiftCouchTestSupport`).
+typealias E2EEnvironment = CouchTestEnvironment
 
 /// Creates a uniquely named database, runs `body`, and deletes the database afterwards, so the
 /// server is left as it was found.
@@ -85,32 +24,6 @@ func withDatabase(
         throw error
     }
     _ = try await client.execute(DeleteDatabaseOperation(name: name))
-}
-
-/// Runs `body` against a TestServer of its own (so its faults, session expiries and request
-/// counts touch no other test), with an admin client; or skips with a printed reason when the
-/// suite runs against a real CouchDB (`COUCHDB_URL`), since faults need the TestServer.
-func withPrivateTestServer(
-    for what: String, configuration serverConfiguration: TestServer.Configuration = TestServer.Configuration(),
-    concurrency: Int = 6,
-    retryPolicy: RetryPolicy = RetryPolicy(maximumRetries: 8, initialDelay: 0.02, maximumDelay: 0.5),
-    _ body: (TestServer, CouchDBClient) async throws -> Void
-) async throws {
-    guard E2EEnvironment.shared.testServer != nil else {
-        print("Skipping \(what): it needs the embedded TestServer's fault injection (COUCHDB_URL is set).")
-        return
-    }
-    let server = try TestServer.start(serverConfiguration)
-    defer { server.stop() }
-    var configuration = Configuration()
-    configuration.retryPolicy = retryPolicy
-    configuration.maximumConcurrentOperations = concurrency
-    E2EEnvironment.selectTransport(&configuration)
-    let client = CouchDBClient(
-        url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
-        configuration: configuration)
-    defer { client.shutdown() }
-    try await body(server, client)
 }
 
 /// A small document type.

@@ -1,6 +1,7 @@
 import CouchTestServer
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import Testing
 
 /// The rows of the README's "Failure semantics" table that need a server's fault shapes: what is

@@ -1,12 +1,13 @@
 import CouchTestServer
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import Testing
 
 /// Memory is measured in a child process that runs only the client (or, for what serving costs, a TestServer of
 /// its own too): tests run in parallel in one process, so they may not pollute the figures. The
 /// parent starts a TestServer, prepares the data, then runs this same test binary filtered to
-/// ``MemoryProbe`` with `SWIFTCOUCH_MEMORY_PROBE` set; the probe prints its resident-memory
+/// ``MemoryProbe`` with `SWIFTCOUCH_PROBE` naming the workload (`ChildProbe`); the probe prints its resident-memory
 /// readings and the parent asserts on them.
 @Suite("End to end: memory stays flat")
 struct MemoryEndToEndTests {
@@ -22,7 +23,7 @@ struct MemoryEndToEndTests {
             }
             let written = try await writer.finish()
             #expect(written.allSatisfy { $0.rev != nil })
-            let readings = try runProbe("rows", server: server, database: db)
+            let readings = try await runProbe("rows", server: server, database: db)
             let rows = try #require(readings["rows"])
             let start = try #require(readings["rss_start"])
             let early = try #require(readings["rss_after_1000"])
@@ -42,7 +43,7 @@ struct MemoryEndToEndTests {
     func largeAttachment() async throws {
         try await withProbeServer { server, client in
             try await client.execute(CreateDatabaseOperation(name: "memory-att"))
-            let readings = try runProbe("attachment", server: server, database: "memory-att")
+            let readings = try await runProbe("attachment", server: server, database: "memory-att")
             let bytes = try #require(readings["bytes"])
             let peak = try #require(readings["peak_rss"])
             print("Memory, 256 MiB attachment through files: peak \(peak >> 20) MiB")
@@ -62,7 +63,7 @@ struct MemoryEndToEndTests {
             }
         #endif
         // The child runs both the server and the client: the server's share is what grows while downloading.
-        let readings = try runProbe("served-attachment", url: nil, database: "memory-served")
+        let readings = try await runProbe("served-attachment", url: nil, database: "memory-served")
         let bytes = try #require(readings["bytes"])
         let before = try #require(readings["rss_before_download"])
         let peak = try #require(readings["peak_rss"])
@@ -84,7 +85,7 @@ struct MemoryEndToEndTests {
         #endif
         // The child runs both the server and the client (whose upload from a file is streamed): what grows while
         // uploading is the server's reading and storing of the body.
-        let readings = try runProbe("served-upload", url: nil, database: "memory-upload")
+        let readings = try await runProbe("served-upload", url: nil, database: "memory-upload")
         let before = try #require(readings["rss_before_upload"])
         let peak = try #require(readings["peak_rss"])
         print("Memory, a 32 MiB upload into a TestServer: \(before >> 20) MiB before, peak \(peak >> 20) MiB")
@@ -98,6 +99,15 @@ struct MemoryEndToEndTests {
 }
 
 extension MemoryEndToEndTests {
+    @Test("A probe child that fails is reported as an issue, so a memory test cannot pass on a probe that never ran")
+    func aFailingProbeIsReported() async throws {
+        var readings: [String: Int64] = ["unset": 1]
+        await withKnownIssue {
+            readings = try await runProbe("no-such-workload", url: URL(string: "http://127.0.0.1:9"), database: "none")
+        }
+        #expect(readings.isEmpty)
+    }
+
     @Test(
         "A TestServer streams _all_docs?include_docs=true of 20,000 documents (20 MiB) with memory bounded by a batch")
     func serverStreamsAllDocsWithBodies() async throws {
@@ -112,13 +122,7 @@ extension MemoryEndToEndTests {
             return
         }
         // The child runs both the server and the client (which streams the rows flat): what grows is the server's.
-        // The child runs for a while: wait for it on a Dispatch thread, not on the cooperative pool.
-        let readings = try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(
-                    with: Result { try runProbe("served-rows", url: nil, database: "memory-served-rows") })
-            }
-        }
+        let readings = try await runProbe("served-rows", url: nil, database: "memory-served-rows")
         let rows = try #require(readings["rows"])
         let before = try #require(readings["rss_before_read"])
         let peak = try #require(readings["peak_rss"])
@@ -170,37 +174,36 @@ private func probeServedRows(database db: String) async throws {
         if row.doc?.n != Int(count) { Issue.record("row \(count) out of order") }
         count += 1
     }
-    report(["rows": count, "rss_before_read": before, "peak_rss": peakResidentBytes()])
+    ChildProbe.report(["rows": count, "rss_before_read": before, "peak_rss": peakResidentBytes()])
 }
 
 /// The client side of the memory tests, run only in the child process.
 @Suite(
     "Memory probe (child process only)",
-    .enabled(if: ProcessInfo.processInfo.environment["SWIFTCOUCH_MEMORY_PROBE"] != nil))
+    .enabled(if: ChildProbe.isChild))
 struct MemoryProbe {
     @Test("probe")
     func probe() async throws {
-        let environment = ProcessInfo.processInfo.environment
-        let db = try #require(environment["PROBE_DB"])
-        if environment["SWIFTCOUCH_MEMORY_PROBE"] == "served-attachment" {
+        let db = try #require(ChildProbe.value("PROBE_DB"))
+        if ChildProbe.workload == "served-attachment" {
             try await probeServedAttachment(database: db)
             return
         }
-        if environment["SWIFTCOUCH_MEMORY_PROBE"] == "served-upload" {
+        if ChildProbe.workload == "served-upload" {
             try await probeServedUpload(database: db)
             return
         }
-        if environment["SWIFTCOUCH_MEMORY_PROBE"] == "served-rows" {
+        if ChildProbe.workload == "served-rows" {
             try await probeServedRows(database: db)
             return
         }
-        let url = try #require(environment["PROBE_URL"].flatMap(URL.init(string:)))
+        let url = try #require(ChildProbe.value("PROBE_URL").flatMap(URL.init(string:)))
         var configuration = Configuration()
         E2EEnvironment.selectTransport(&configuration)
         let client = CouchDBClient(
             url: url, credentials: Credentials(username: "admin", password: "password"), configuration: configuration)
         defer { client.shutdown() }
-        switch environment["SWIFTCOUCH_MEMORY_PROBE"] {
+        switch ChildProbe.workload {
         case "rows":
             var options = KeyRangeOptions()
             options.includeDocs = true
@@ -214,26 +217,17 @@ struct MemoryProbe {
                 if row.doc?.n != count - 1 { Issue.record("row \(count) out of order") }
                 if count == 1_000 { afterThousand = residentBytes() }
             }
-            report([
+            ChildProbe.report([
                 "rows": Int64(count), "rss_start": start, "rss_after_1000": afterThousand, "rss_end": residentBytes(),
             ])
         case "attachment":
             let size = 256 << 20
-            let source = FileManager.default.temporaryDirectory.appendingPathComponent("probe-\(UUID().uuidString).bin")
+            let source = try writeRandomFile(size: size)
             let target = FileManager.default.temporaryDirectory.appendingPathComponent("probe-\(UUID().uuidString).out")
             defer {
                 try? FileManager.default.removeItem(at: source)
                 try? FileManager.default.removeItem(at: target)
             }
-            #expect(FileManager.default.createFile(atPath: source.path, contents: nil))
-            let handle = try FileHandle(forWritingTo: source)
-            var block = [UInt64](repeating: 0, count: 1 << 17)
-            var generator = SystemRandomNumberGenerator()
-            for _ in 0..<(size >> 20) {
-                for index in block.indices { block[index] = generator.next() }
-                try block.withUnsafeBytes { try handle.write(contentsOf: Data($0)) }
-            }
-            try handle.close()
             resetPeak()
             _ = try await client.upload(
                 UploadAttachmentOperation(
@@ -245,7 +239,7 @@ struct MemoryProbe {
             ).value
             let peak = peakResidentBytes()
             let same = try filesEqual(source, target)
-            report(["bytes": download.length, "peak_rss": peak, "same": same ? 1 : 0])
+            ChildProbe.report(["bytes": download.length, "peak_rss": peak, "same": same ? 1 : 0])
         default:
             Issue.record("unknown probe")
         }
@@ -286,7 +280,7 @@ struct MemoryProbe {
         ).value
         let peak = peakResidentBytes()
         let same = try filesEqual(source, target)
-        report([
+        ChildProbe.report([
             "bytes": download.length, "rss_before_download": before, "peak_rss": peak, "same": same ? 1 : 0,
             "content_length": contentLength,
         ])
@@ -323,34 +317,15 @@ extension MemoryProbe {
         ).value
         let peak = peakResidentBytes()
         let head = try await client.execute(HeadAttachmentOperation(database: db, documentID: "big", name: "blob.bin"))
-        var md5 = Crypto.MD5()
-        let handle = try FileHandle(forReadingFrom: source)
-        while let piece = try handle.read(upToCount: 1 << 20), !piece.isEmpty { md5.update(piece) }
-        try handle.close()
-        let expected = "md5-" + md5.finish().base64EncodedString()
+        let expected = "md5-" + (try md5Base64(of: source))
         _ = try await client.download(
             GetAttachmentOperation(database: db, documentID: "big", name: "blob.bin"), to: target
         ).value
-        report([
+        ChildProbe.report([
             "rss_before_upload": before, "peak_rss": peak, "length": Int64(head.value?.length ?? -1),
             "same_digest": head.value?.digest == expected ? 1 : 0, "same": try filesEqual(source, target) ? 1 : 0,
         ])
     }
-}
-
-/// A file of `size` random bytes in the temporary directory.
-private func writeRandomFile(size: Int) throws -> URL {
-    let source = FileManager.default.temporaryDirectory.appendingPathComponent("probe-\(UUID().uuidString).bin")
-    _ = FileManager.default.createFile(atPath: source.path, contents: nil)
-    let handle = try FileHandle(forWritingTo: source)
-    defer { try? handle.close() }
-    var block = [UInt64](repeating: 0, count: 1 << 17)
-    var generator = SystemRandomNumberGenerator()
-    for _ in 0..<(size >> 20) {
-        for index in block.indices { block[index] = generator.next() }
-        try block.withUnsafeBytes { try handle.write(contentsOf: Data($0)) }
-    }
-    return source
 }
 
 struct ProbeDocument: Codable, Sendable {
@@ -384,91 +359,14 @@ func withProbeServer(_ body: (TestServer, CouchDBClient) async throws -> Void) a
     try await body(server, client)
 }
 
-/// Runs this test binary again, filtered to the probe, and returns what it printed.
-func runProbe(_ kind: String, server: TestServer, database: String) throws -> [String: Int64] {
-    try runProbe(kind, url: server.url, database: database)
+/// Runs ``MemoryProbe`` in a child process with the server at `server`'s URL.
+func runProbe(_ kind: String, server: TestServer, database: String) async throws -> [String: Int64] {
+    try await runProbe(kind, url: server.url, database: database)
 }
 
-/// Runs this test binary again, filtered to the probe, with the server at `url` (nil: the probe starts its own).
-func runProbe(_ kind: String, url: URL?, database: String) throws -> [String: Int64] {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-    process.arguments = ["--testing-library", "swift-testing", "--filter", "MemoryProbe"]
-    var environment = ProcessInfo.processInfo.environment
-    environment["SWIFTCOUCH_MEMORY_PROBE"] = kind
+/// Runs ``MemoryProbe`` in a child process with the server at `url` (nil: the probe starts its own).
+func runProbe(_ kind: String, url: URL?, database: String) async throws -> [String: Int64] {
+    var environment = ["PROBE_DB": database]
     environment["PROBE_URL"] = url?.absoluteString
-    environment["PROBE_DB"] = database
-    process.environment = environment
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = output
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    let text = String(decoding: data, as: UTF8.self)
-    var readings: [String: Int64] = [:]
-    for line in text.split(separator: "\n") where line.hasPrefix("PROBE ") {
-        for pair in line.dropFirst(6).split(separator: " ") {
-            let parts = pair.split(separator: "=")
-            if parts.count == 2, let value = Int64(parts[1]) { readings[String(parts[0])] = value }
-        }
-    }
-    if readings.isEmpty || process.terminationStatus != 0 {
-        let saved = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "swiftcouch-memory-probe-\(UUID().uuidString).log")
-        try? data.write(to: saved)
-        Issue.record(
-            "The memory probe failed (exit \(process.terminationStatus)); full output in \(saved.path):\n\(text.prefix(6_000))"
-        )
-    }
-    return readings
-}
-
-func report(_ values: [String: Int64]) {
-    print("PROBE " + values.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
-}
-
-/// Gives the memory malloc holds free back to the system (glibc's `malloc_trim`, looked up at run time), so that a
-/// reading taken next counts what is in use.
-func trimMallocArenas() {
-    #if os(Linux)
-        typealias Trim = @convention(c) (Int) -> Int32
-        if let symbol = dlsym(dlopen(nil, RTLD_NOW), "malloc_trim") {
-            _ = unsafeBitCast(symbol, to: Trim.self)(0)
-        }
-    #endif
-}
-
-/// Current resident memory (VmRSS), in bytes.
-func residentBytes() -> Int64 { procStatus("VmRSS:") }
-
-/// Peak resident memory since the last reset (VmHWM), in bytes.
-func peakResidentBytes() -> Int64 { procStatus("VmHWM:") }
-
-/// Resets the peak-RSS mark (Linux).
-func resetPeak() {
-    try? "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
-}
-
-private func procStatus(_ field: String) -> Int64 {
-    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-        let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
-        let kilobytes = line.split(separator: " ").compactMap({ Int64($0) }).first
-    else { return 0 }
-    return kilobytes * 1024
-}
-
-private func filesEqual(_ a: URL, _ b: URL) throws -> Bool {
-    let left = try FileHandle(forReadingFrom: a)
-    let right = try FileHandle(forReadingFrom: b)
-    defer {
-        try? left.close()
-        try? right.close()
-    }
-    while true {
-        let x = try left.read(upToCount: 1 << 20) ?? Data()
-        let y = try right.read(upToCount: 1 << 20) ?? Data()
-        if x != y { return false }
-        if x.isEmpty { return true }
-    }
+    return try await ChildProbe.run(MemoryProbe.self, workload: kind, environment: environment)
 }

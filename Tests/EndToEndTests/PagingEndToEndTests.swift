@@ -1,5 +1,6 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import Testing
 
 @Suite("End to end: paging by key")

@@ -1,5 +1,6 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import Testing
 
 /// Records that the server answered a feature it lacks (Cloudant-only endpoints, search) with a proper

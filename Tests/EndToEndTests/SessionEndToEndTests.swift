@@ -1,6 +1,7 @@
 import CouchTestServer
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import Testing
 
 @Suite("End to end: authentication, faults, restarts and concurrency")

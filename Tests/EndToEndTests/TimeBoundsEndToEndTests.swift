@@ -1,5 +1,6 @@
 import CouchTestServer
 import Foundation
+import SwiftCouchTestSupport
 import Testing
 
 @testable import SwiftCouch

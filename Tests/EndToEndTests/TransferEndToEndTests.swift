@@ -1,12 +1,46 @@
 import CouchTestServer
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import Testing
 
 @Suite("End to end: attachments through files and streams, with progress")
 struct TransferEndToEndTests {
     static func temporaryFile(_ name: String) -> URL {
         FileManager.default.temporaryDirectory.appendingPathComponent("swiftcouch-\(UUID().uuidString)-\(name)")
+    }
+
+    @Test("A text attachment downloads as stored, gzip-encoded, when asked to keep the encoding; decoded otherwise")
+    func downloadKeepingTheEncoding() async throws {
+        try await withDatabase("encoded") { client, db in
+            let text = Data(String(repeating: "a line of text that compresses well\n", count: 4_000).utf8)
+            _ = try await client.value(
+                UploadAttachmentOperation(
+                    database: db, documentID: "doc", name: "notes.txt", revision: nil, contentType: "text/plain",
+                    body: .stream(InputStream(data: text), length: Int64(text.count))))
+            var read = GetDocumentOperation<JSONValue>(database: db, id: "doc")
+            read.options.attachmentEncodingInfo = true
+            let stub = try await client.value(read)["_attachments"]?["notes.txt"]
+            let encoded = Self.temporaryFile("encoded.gz")
+            let decoded = Self.temporaryFile("decoded.txt")
+            defer {
+                try? FileManager.default.removeItem(at: encoded)
+                try? FileManager.default.removeItem(at: decoded)
+            }
+            let kept = try await client.download(
+                GetAttachmentOperation(database: db, documentID: "doc", name: "notes.txt"), to: encoded,
+                options: DownloadOptions(keepsContentEncoding: true)
+            ).value
+            #expect(kept.contentEncoding == "gzip")
+            #expect(stub?["encoding"] == "gzip" && stub?["encoded_length"] == .int(kept.length))
+            #expect(try stub?["digest"] == .string("md5-" + md5Base64(of: encoded)), "the stored bytes, digest and all")
+            #expect(try Data(contentsOf: encoded).prefix(2) == Data([0x1f, 0x8b]))
+            let plain = try await client.download(
+                GetAttachmentOperation(database: db, documentID: "doc", name: "notes.txt"), to: decoded
+            ).value
+            #expect(plain.contentEncoding == nil)
+            #expect(try Data(contentsOf: decoded) == text)
+        }
     }
 
     @Test("An 8 MiB binary attachment uploads from a file and downloads to a file, byte for byte, with progress")

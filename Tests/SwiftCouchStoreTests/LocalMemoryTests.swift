@@ -2,16 +2,18 @@ import CouchStore
 import Foundation
 import SwiftCouch
 import SwiftCouchStore
+import SwiftCouchTestSupport
 import Testing
 
 /// Memory of a local database's large attachment writes, measured in a child process (tests run in parallel in one
 /// process, so they may not pollute the figures): the parent runs this test binary again filtered to
-/// ``LocalMemoryProbe`` with `SWIFTCOUCHSTORE_MEMORY_PROBE` set; the probe prints its resident-memory readings.
+/// ``LocalMemoryProbe`` with `SWIFTCOUCH_PROBE` naming the workload (`ChildProbe`); the probe prints its
+/// resident-memory readings.
 @Suite("LocalDatabase: large attachments in bounded memory")
 struct LocalMemoryTests {
     @Test("Uploading a 32 MiB file into a local database grows memory by a few chunks, not the file's size")
-    func uploadFromAFile() throws {
-        let readings = try runLocalProbe("upload")
+    func uploadFromAFile() async throws {
+        let readings = try await ChildProbe.run(LocalMemoryProbe.self, workload: "upload")
         let before = try #require(readings["rss_before"])
         let peak = try #require(readings["peak_rss"])
         print("Memory, a 32 MiB local upload from a file: \(before >> 20) MiB before, peak \(peak >> 20) MiB")
@@ -22,8 +24,8 @@ struct LocalMemoryTests {
     }
 
     @Test("Compacting a local database holding a 32 MiB attachment grows memory by a few chunks")
-    func compaction() throws {
-        let readings = try runLocalProbe("compact")
+    func compaction() async throws {
+        let readings = try await ChildProbe.run(LocalMemoryProbe.self, workload: "compact")
         let before = try #require(readings["rss_before"])
         let peak = try #require(readings["peak_rss"])
         print("Memory, compacting a 32 MiB attachment: \(before >> 20) MiB before, peak \(peak >> 20) MiB")
@@ -37,14 +39,14 @@ struct LocalMemoryTests {
 /// The measured side, run only in the child process.
 @Suite(
     "LocalDatabase memory probe (child process only)",
-    .enabled(if: ProcessInfo.processInfo.environment["SWIFTCOUCHSTORE_MEMORY_PROBE"] != nil))
+    .enabled(if: ChildProbe.isChild))
 struct LocalMemoryProbe {
     @Test("probe")
     func probe() async throws {
-        let kind = ProcessInfo.processInfo.environment["SWIFTCOUCHSTORE_MEMORY_PROBE"]
+        let kind = ChildProbe.workload
         let directory = LocalStoreFixture.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let source = try randomFile(size: 32 << 20)
+        let source = try writeRandomFile(size: 32 << 20)
         let target = FileManager.default.temporaryDirectory.appendingPathComponent("probe-\(UUID().uuidString).out")
         defer {
             try? FileManager.default.removeItem(at: source)
@@ -57,7 +59,7 @@ struct LocalMemoryProbe {
         var revision: String?
         if kind == "compact" {
             // A first revision with other bytes, which compaction drops.
-            let old = try randomFile(size: 8 << 20)
+            let old = try writeRandomFile(size: 8 << 20)
             defer { try? FileManager.default.removeItem(at: old) }
             revision =
                 try await db.uploadAttachment("big.bin", of: "big", from: old, contentType: "application/octet-stream")
@@ -79,10 +81,10 @@ struct LocalMemoryProbe {
         let info = try await db.attachmentInfo("big.bin", of: "big")
         readings["same_digest"] = try info == "md5-" + md5Base64(of: source) ? 1 : 0
         _ = try await db.downloadAttachment("big.bin", of: "big", to: target)
-        readings["same"] = try sameBytes(source, target) ? 1 : 0
+        readings["same"] = try filesEqual(source, target) ? 1 : 0
         readings["rss_before"] = before
         readings["peak_rss"] = peak
-        print("PROBE " + readings.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+        ChildProbe.report(readings)
     }
 }
 
@@ -97,48 +99,6 @@ extension LocalDatabase {
     }
 }
 
-/// Runs this test binary again, filtered to the probe, and returns what it printed.
-private func runLocalProbe(_ kind: String) throws -> [String: Int64] {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-    process.arguments = ["--testing-library", "swift-testing", "--filter", "LocalMemoryProbe"]
-    var environment = ProcessInfo.processInfo.environment
-    environment["SWIFTCOUCHSTORE_MEMORY_PROBE"] = kind
-    process.environment = environment
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = output
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    let text = String(decoding: data, as: UTF8.self)
-    var readings: [String: Int64] = [:]
-    for line in text.split(separator: "\n") where line.hasPrefix("PROBE ") {
-        for pair in line.dropFirst(6).split(separator: " ") {
-            let parts = pair.split(separator: "=")
-            if parts.count == 2, let value = Int64(parts[1]) { readings[String(parts[0])] = value }
-        }
-    }
-    if readings.isEmpty || process.terminationStatus != 0 {
-        Issue.record("The memory probe failed (exit \(process.terminationStatus)):\n\(text.suffix(6_000))")
-    }
-    return readings
-}
-
-private func randomFile(size: Int) throws -> URL {
-    let url = FileManager.default.temporaryDirectory.appendingPathComponent("probe-\(UUID().uuidString).bin")
-    _ = FileManager.default.createFile(atPath: url.path, contents: nil)
-    let handle = try FileHandle(forWritingTo: url)
-    defer { try? handle.close() }
-    var block = [UInt64](repeating: 0, count: 1 << 17)
-    var generator = SystemRandomNumberGenerator()
-    for _ in 0..<(size >> 20) {
-        for index in block.indices { block[index] = generator.next() }
-        try block.withUnsafeBytes { try handle.write(contentsOf: Data($0)) }
-    }
-    return url
-}
-
 private func databaseFilesSize(_ directory: URL) -> Int {
     let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?.compactMap {
         $0 as? URL
@@ -146,44 +106,4 @@ private func databaseFilesSize(_ directory: URL) -> Int {
     return (files ?? []).filter { $0.pathExtension == "couch" }.reduce(0) { total, url in
         total + ((try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int) ?? 0)
     }
-}
-
-private func sameBytes(_ a: URL, _ b: URL) throws -> Bool {
-    let left = try FileHandle(forReadingFrom: a)
-    let right = try FileHandle(forReadingFrom: b)
-    defer {
-        try? left.close()
-        try? right.close()
-    }
-    while true {
-        let x = try left.read(upToCount: 1 << 20) ?? Data()
-        let y = try right.read(upToCount: 1 << 20) ?? Data()
-        if x != y { return false }
-        if x.isEmpty { return true }
-    }
-}
-
-/// The MD5 of a file, base64 (an attachment's digest), read a piece at a time.
-private func md5Base64(of url: URL) throws -> String {
-    var md5 = Crypto.MD5()
-    let handle = try FileHandle(forReadingFrom: url)
-    defer { try? handle.close() }
-    while let piece = try handle.read(upToCount: 1 << 20), !piece.isEmpty { md5.update(piece) }
-    return md5.finish().base64EncodedString()
-}
-
-private func residentBytes() -> Int64 { procStatus("VmRSS:") }
-
-private func peakResidentBytes() -> Int64 { procStatus("VmHWM:") }
-
-private func resetPeak() {
-    try? "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
-}
-
-private func procStatus(_ field: String) -> Int64 {
-    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-        let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
-        let kilobytes = line.split(separator: " ").compactMap({ Int64($0) }).first
-    else { return 0 }
-    return kilobytes * 1024
 }

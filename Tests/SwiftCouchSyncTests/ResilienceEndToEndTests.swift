@@ -3,6 +3,7 @@ import Foundation
 import SwiftCouch
 import SwiftCouchStore
 import SwiftCouchSync
+import SwiftCouchTestSupport
 import Testing
 
 /// Incremental runs, faults on the wire, and lost checkpoints or targets: the result is always the

@@ -63,11 +63,20 @@ public struct DownloadOptions: Sendable, Hashable {
     /// lifts the limit; ``maximumSize`` still bounds the file). Nil (the default) for the
     /// configuration's.
     public var maximumDecompressionRatio: Double?
+    /// Whether the file receives the body as the server sends it, gzip-encoded or not: the request names
+    /// `Accept-Encoding: gzip` itself, so the transport inflates nothing, and
+    /// ``AttachmentDownload/contentEncoding`` says which the file holds. For copying an attachment CouchDB stores
+    /// gzip-encoded (its text types) as stored, with its digest (the MD5 of the encoded bytes). False (the default):
+    /// the file holds the attachment's own bytes.
+    public var keepsContentEncoding: Bool
 
-    /// Creates options; every limit defaults to none of its own.
-    public init(maximumSize: Int64? = nil, maximumDecompressionRatio: Double? = nil) {
+    /// Creates options; every limit defaults to none of its own, and the file holds the attachment's own bytes.
+    public init(
+        maximumSize: Int64? = nil, maximumDecompressionRatio: Double? = nil, keepsContentEncoding: Bool = false
+    ) {
         self.maximumSize = maximumSize
         self.maximumDecompressionRatio = maximumDecompressionRatio
+        self.keepsContentEncoding = keepsContentEncoding
     }
 }
 
@@ -81,6 +90,10 @@ public struct AttachmentDownload: Sendable, Hashable {
     public var contentType: String?
     /// The attachment's digest as CouchDB reports it in the `ETag` (base64 MD5), when sent.
     public var etag: String?
+    /// The encoding the file is in (`gzip`) when the download kept the body's `Content-Encoding`
+    /// (``DownloadOptions/keepsContentEncoding``) and the server sent one; nil when the file holds the attachment's
+    /// own bytes.
+    public var contentEncoding: String?
 }
 
 /// A transfer in progress: its `Foundation.Progress`, a sequence of progress events, and its result.
@@ -150,9 +163,13 @@ extension CouchDBClient {
             operation, total: nil, handle: handle,
             adjust: { request in
                 if let ratio = options.maximumDecompressionRatio { request.maximumDecompressionRatio = ratio }
+                if options.keepsContentEncoding { request.headers.set("Accept-Encoding", "gzip") }
             },
             makeReceiver: { report in
-                FileWriter(file: file, report: report, maximumSize: options.maximumSize) {
+                FileWriter(
+                    file: file, report: report, maximumSize: options.maximumSize,
+                    keepsContentEncoding: options.keepsContentEncoding
+                ) {
                     handle.current?.cancel()
                 }
             })
@@ -361,16 +378,18 @@ final class FileWriter: ResultReceiver, @unchecked Sendable {
     private var expected: Int64?
     private var failure: CouchError?
     private let maximumSize: Int64?
+    private let keepsContentEncoding: Bool
     private let cancelTransfer: @Sendable () -> Void
     private let gaveUp = Locked(false)
 
     init(
-        file: URL, report: ProgressReport, maximumSize: Int64? = nil,
+        file: URL, report: ProgressReport, maximumSize: Int64? = nil, keepsContentEncoding: Bool = false,
         cancelTransfer: @escaping @Sendable () -> Void = {}
     ) {
         self.file = file
         self.report = report
         self.maximumSize = maximumSize
+        self.keepsContentEncoding = keepsContentEncoding
         self.cancelTransfer = cancelTransfer
     }
 
@@ -456,7 +475,9 @@ final class FileWriter: ResultReceiver, @unchecked Sendable {
                 .success(
                     AttachmentDownload(
                         file: file, length: written, contentType: head.headers["Content-Type"],
-                        etag: head.headers["ETag"])))
+                        etag: head.headers["ETag"],
+                        contentEncoding: keepsContentEncoding
+                            ? head.headers["Content-Encoding"]?.lowercased() : nil)))
         } else {
             gate.finish(.failure(CouchError(kind: .transport, message: "The download got no response.")))
         }

@@ -2,71 +2,12 @@ import CouchTestServer
 import Foundation
 import SwiftCouch
 import SwiftCouchStore
+import SwiftCouchTestSupport
 import Testing
 
-/// Where the replication tests' remote databases live: a real CouchDB named by `COUCHDB_URL` (with
-/// `COUCHDB_USER` and `COUCHDB_PASSWORD`), or else a TestServer started in this process (a cluster of
-/// `SWIFTCOUCH_TESTSERVER_NODES` nodes whose replicas lag `SWIFTCOUCH_TESTSERVER_REPLICA_LAG` seconds,
-/// as the end-to-end suite runs in CI).
-final class SyncEnvironment: Sendable {
-    let url: URL
-    let credentials: Credentials
-    /// The embedded TestServer, when no `COUCHDB_URL` is set.
-    let testServer: TestServer?
-
-    static let shared: SyncEnvironment = {
-        do {
-            return try SyncEnvironment()
-        } catch {
-            fatalError("Could not start the embedded TestServer: \(error)")
-        }
-    }()
-
-    /// Whether the tests run against a real CouchDB.
-    static var isRealCouchDB: Bool { shared.testServer == nil }
-
-    /// The cluster's node count when the embedded TestServer runs in cluster mode (1 otherwise).
-    static let nodes = Int(ProcessInfo.processInfo.environment["SWIFTCOUCH_TESTSERVER_NODES"] ?? "") ?? 1
-
-    /// How long the TestServer's lagging replicas take to see a write (`SWIFTCOUCH_TESTSERVER_REPLICA_LAG`).
-    static let replicaLag: Double = {
-        let environment = ProcessInfo.processInfo.environment
-        if let url = environment["COUCHDB_URL"], !url.isEmpty { return 0 }
-        return Double(environment["SWIFTCOUCH_TESTSERVER_REPLICA_LAG"] ?? "") ?? 0
-    }()
-
-    private init() throws {
-        let environment = ProcessInfo.processInfo.environment
-        if let raw = environment["COUCHDB_URL"], !raw.isEmpty, let url = URL(string: raw) {
-            self.url = url
-            self.credentials = Credentials(
-                username: environment["COUCHDB_USER"] ?? "admin",
-                password: environment["COUCHDB_PASSWORD"] ?? "password")
-            self.testServer = nil
-        } else {
-            var configuration = TestServer.Configuration()
-            configuration.nodes = Self.nodes
-            configuration.replicaLag = Self.replicaLag
-            let server = try TestServer.start(configuration)
-            self.url = server.url
-            self.credentials = Credentials(username: server.adminName, password: server.adminPassword)
-            self.testServer = server
-        }
-    }
-
-    /// A client for the admin.
-    func client(_ adjust: (inout Configuration) -> Void = { _ in }) -> CouchDBClient {
-        var configuration = Configuration()
-        configuration.retryPolicy = RetryPolicy(maximumRetries: 8, initialDelay: 0.02, maximumDelay: 0.5)
-        adjust(&configuration)
-        return CouchDBClient(url: url, credentials: credentials, configuration: configuration)
-    }
-
-    /// A database name no other test (or earlier run) uses.
-    static func uniqueDatabaseName(_ purpose: String) -> String {
-        "swiftcouch-sync-\(purpose)-\(UUID().uuidString.lowercased().prefix(12))"
-    }
-}
+/// Where the replication tests' remote databases live: a real CouchDB named by `COUCHDB_URL`, or else the TestServer
+/// the test binary starts (shared with the end-to-end tests; see `SwiftCouchTestSupport`).
+typealias SyncEnvironment = CouchTestEnvironment
 
 /// A database reached through a client: a remote database (TestServer or CouchDB) or a local one
 /// (`local.client`, `local.name`).
@@ -151,25 +92,4 @@ func withLocalDatabase(_ name: String = "local", _ body: (LocalDatabase) async t
         try? FileManager.default.removeItem(at: directory)
     }
     try await body(local)
-}
-
-/// Runs `body` against a TestServer of its own (faults and request counts touch no other test), or
-/// skips with a printed reason when the tests run against a real CouchDB.
-func withPrivateTestServer(
-    for what: String, configuration serverConfiguration: TestServer.Configuration = TestServer.Configuration(),
-    _ body: (TestServer, CouchDBClient) async throws -> Void
-) async throws {
-    guard !SyncEnvironment.isRealCouchDB else {
-        print("Skipping \(what): it needs the embedded TestServer (COUCHDB_URL is set).")
-        return
-    }
-    let server = try TestServer.start(serverConfiguration)
-    defer { server.stop() }
-    var configuration = Configuration()
-    configuration.retryPolicy = RetryPolicy(maximumRetries: 8, initialDelay: 0.02, maximumDelay: 0.5)
-    let client = CouchDBClient(
-        url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
-        configuration: configuration)
-    defer { client.shutdown() }
-    try await body(server, client)
 }
