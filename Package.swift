@@ -65,7 +65,8 @@ let package = Package(
             name: "SwiftCouchTestSupport", dependencies: ["SwiftCouch", "CouchStore", "CouchTestServer"],
             path: "Tests/SwiftCouchTestSupport"),
         .testTarget(
-            name: "SwiftCouchTests", dependencies: ["SwiftCouch", "SwiftCouchTesting", "CouchGzip"],
+            name: "SwiftCouchTests",
+            dependencies: ["SwiftCouch", "SwiftCouchTesting", "CouchGzip", "SwiftCouchTestSupport"],
             path: "Tests/SwiftCouchTests"),
         .testTarget(
             name: "EndToEndTests",

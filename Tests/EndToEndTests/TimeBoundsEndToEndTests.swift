@@ -16,7 +16,7 @@ import Testing
 /// Every call here ends within a bound that follows from its timeouts (3× the deadline + 2 s, far
 /// below what the old behaviour took: a trickled body's 38 s, or forever); past the bound the
 /// request is cancelled and the test fails, so none of them can hang.
-@Suite("Time bounds: deadlines, hostile Retry-After, decompression ratio")
+@Suite("Time bounds: deadlines, hostile Retry-After, decompression ratio", .timingSensitive)
 struct TimeBoundsEndToEndTests {
     // MARK: - The socket transport's deadline
 

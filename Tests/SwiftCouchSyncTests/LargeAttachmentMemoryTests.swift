@@ -15,7 +15,7 @@ import Testing
 ///
 /// One probe at a time (`.serialized`): each keeps a core busy for its length (the server's digests and the copies of
 /// a debug build), and four at once on a small machine starve the tests that bound a wait by the wall clock.
-@Suite("Replication: large attachments in flat memory", .serialized)
+@Suite("Replication: large attachments in flat memory", .serialized, .heavyLoad)
 struct LargeAttachmentMemoryTests {
     static let size = 256 << 20
 

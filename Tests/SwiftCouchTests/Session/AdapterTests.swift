@@ -1,5 +1,6 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
@@ -53,7 +54,7 @@ private let dbInfo =
 
 private let fastRetries = RetryPolicy(maximumRetries: 3, initialDelay: 0.01, maximumDelay: 0.02)
 
-@Suite("Request adapters, event monitors, per-call options, User-Agent")
+@Suite("Request adapters, event monitors, per-call options, User-Agent", .timingSensitive)
 struct AdapterTests {
     @Test("An adapter adds a header to every attempt, seeing the attempt number and whether it may repeat")
     func adapterRunsOnEveryAttempt() async throws {
