@@ -96,18 +96,8 @@ extension SyncEndpoint {
     func send<Op: CouchOperation>(_ operation: Op, options: CallOptions = CallOptions()) async throws(CouchError)
         -> Op.Response
     {
-        var backoff = ReplicationBackoff(base: 0.2, cap: 5)
-        var attempt = 1
-        while true {
-            do {
-                return try await client.value(operation, options: options)
-            } catch {
-                guard attempt < Self.attemptsPerRequest, ReplicationDriver.isTransient(error), !Task.isCancelled
-                else { throw error }
-                attempt += 1
-                let wait = backoff.next(retryAfter: error.retryAfter)
-                try? await Task.sleep(nanoseconds: UInt64(wait * 1_000_000_000))
-            }
+        try await retrying { () async throws(CouchError) -> Op.Response in
+            try await client.value(operation, options: options)
         }
     }
 
@@ -115,11 +105,19 @@ extension SyncEndpoint {
     func download(
         _ operation: GetAttachmentOperation, to file: URL, options: DownloadOptions = DownloadOptions()
     ) async throws(CouchError) -> AttachmentDownload {
+        try await retrying { () async throws(CouchError) -> AttachmentDownload in
+            try await client.download(operation, to: file, options: options).value
+        }
+    }
+
+    /// Runs `call` up to ``attemptsPerRequest`` times while it fails transiently (lost answers, drops, 408/429/5xx),
+    /// waiting between attempts with backoff and jitter, at least the server's `Retry-After` (capped at 5 s).
+    private func retrying<T>(_ call: () async throws(CouchError) -> T) async throws(CouchError) -> T {
         var backoff = ReplicationBackoff(base: 0.2, cap: 5)
         var attempt = 1
         while true {
             do {
-                return try await client.download(operation, to: file, options: options).value
+                return try await call()
             } catch {
                 guard attempt < Self.attemptsPerRequest, ReplicationDriver.isTransient(error), !Task.isCancelled
                 else { throw error }

@@ -47,17 +47,9 @@ import Testing
                     try await settleReplicas()
                 }
             }
-            let log = EventLog(replicator)
-            let summary = try await withDeadline(120, "the replication with a recreated \(side)") {
-                try await replicator.run()
-            }
-            let events = await log.finished()
+            let (summary, events, restarts) = try await Self.run(replicator, "the replication with a recreated \(side)")
 
             // The events: one restart naming the database, one completion with the whole run's counts.
-            let restarts = events.compactMap { event -> String? in
-                if case .restarting(let reason) = event { return reason }
-                return nil
-            }
             #expect(restarts.count == 1, "\(restarts)")
             #expect(restarts.first?.contains("on \(side) database") == true, "\(restarts)")
             let completions = events.compactMap { event -> ReplicationSummary? in
@@ -149,15 +141,7 @@ import Testing
                     _ = try await target.client.execute(CreateDatabaseOperation(name: target.database))
                 }
             }
-            let log = EventLog(replicator)
-            let summary = try await withDeadline(120, "the replication with a recreated target") {
-                try await replicator.run()
-            }
-            let events = await log.finished()
-            let restarts = events.compactMap { event -> String? in
-                if case .restarting(let reason) = event { return reason }
-                return nil
-            }
+            let (summary, _, restarts) = try await Self.run(replicator, "the replication with a recreated target")
             #expect(restarts.count == 1 && restarts.first?.contains("checkpoint") == true, "\(restarts)")
             #expect(summary.docsWritten == 20 + Self.documents, "\(summary)")
             try await expectIdenticalTrees(source, target, "after the target was recreated unseen")
@@ -170,6 +154,20 @@ import Testing
     /// Deletes `endpoint`'s database and creates it again, until its `instance_start_time` differs: it
     /// counts whole seconds (on CouchDB too), so a database recreated within the second it was created in
     /// cannot be told from the old one; then the next second is waited for and the database recreated again.
+    /// Runs `replicator` once within a deadline: its summary, every event, and the reasons of its restarts.
+    private static func run(_ replicator: Replicator, _ what: String) async throws
+        -> (summary: ReplicationSummary, events: [ReplicationEvent], restarts: [String])
+    {
+        let log = EventLog(replicator)
+        let summary = try await withDeadline(120, what) { try await replicator.run() }
+        let events = await log.finished()
+        let restarts = events.compactMap { event -> String? in
+            if case .restarting(let reason) = event { return reason }
+            return nil
+        }
+        return (summary, events, restarts)
+    }
+
     private static func recreate(_ endpoint: Endpoint) async throws {
         let before = try await endpoint.json()["instance_start_time"]?.stringValue
         for _ in 0..<4 {

@@ -418,13 +418,7 @@ final class StoreFile: @unchecked Sendable {
         let end = writtenEnd
         let generation = cutBacks
         lock.unlock()
-        let head = try readBytes(at: offset, count: Self.frameHeaderSize)
-        let length = Int(Self.readUInt32(head[...], 0))
-        let crc = Self.readUInt32(head[...], 4)
-        guard length >= 1, length <= Self.maximumRecordSize, offset + Int64(Self.frameHeaderSize + length) <= end else {
-            throw StoreFileError(
-                description: "\(url.lastPathComponent) is corrupt: a record of impossible length at offset \(offset)")
-        }
+        let (length, crc) = try frameHead(at: offset, end: end)
         let payload = try readBytes(at: offset + Int64(Self.frameHeaderSize), count: length)
         guard Self.crc32(payload[...]) == crc, let kind = StoreRecordKind(rawValue: payload[0]) else {
             throw StoreFileError(
@@ -432,6 +426,18 @@ final class StoreFile: @unchecked Sendable {
         }
         if length <= Self.recentRecordMaxSize { remember(offset, kind, payload[1...], generation: generation) }
         return (kind, payload[1...])
+    }
+
+    /// The length and checksum of the committed record at `offset`, its length checked against the file's
+    /// committed `end` and the largest record before it becomes a read size.
+    private func frameHead(at offset: Int64, end: Int64) throws(StoreFileError) -> (length: Int, crc: UInt32) {
+        let head = try readBytes(at: offset, count: Self.frameHeaderSize)
+        let length = Int(Self.readUInt32(head[...], 0))
+        guard length >= 1, length <= Self.maximumRecordSize, offset + Int64(Self.frameHeaderSize + length) <= end else {
+            throw StoreFileError(
+                description: "\(url.lastPathComponent) is corrupt: a record of impossible length at offset \(offset)")
+        }
+        return (length, Self.readUInt32(head[...], 4))
     }
 
     /// Keeps a record just read among the recent ones (unless the file was cut back below it meanwhile).
@@ -474,13 +480,7 @@ final class StoreFile: @unchecked Sendable {
             let (kind, payload) = try read(at: offset)
             return (kind, Data(payload))
         }
-        let head = try readBytes(at: offset, count: Self.frameHeaderSize)
-        let length = Int(Self.readUInt32(head[...], 0))
-        let crc = Self.readUInt32(head[...], 4)
-        guard length >= 1, length <= Self.maximumRecordSize, offset + Int64(Self.frameHeaderSize + length) <= end else {
-            throw StoreFileError(
-                description: "\(url.lastPathComponent) is corrupt: a record of impossible length at offset \(offset)")
-        }
+        let (length, crc) = try frameHead(at: offset, end: end)
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: length, alignment: 16)
         let data = Data(bytesNoCopy: buffer, count: length, deallocator: .custom { pointer, _ in pointer.deallocate() })
         try readInto(buffer, at: offset + Int64(Self.frameHeaderSize), count: length)
