@@ -58,6 +58,12 @@ final class DocumentTable {
         return entries[id]
     }
 
+    /// Whether document `id` exists and its winner is not deleted, without reading its tree.
+    func isLive(_ id: String) -> Bool {
+        guard let flags = summary(id)?.flags else { return false }
+        return flags & Entry.hasWinner != 0 && flags & Entry.deleted == 0
+    }
+
     static func flags(of tree: DocEntry) -> UInt8 {
         var flags: UInt8 = 0
         let leaves = tree.sortedLeaves

@@ -128,13 +128,27 @@ enum StoredBody: Sendable {
         switch self {
         case .inline(let json): return json
         case .stored(let file, let offset, let index, _):
-            do {
-                return try DocumentRecord.body(in: file, at: offset, index: index)
-            } catch {
-                RequestScope.reportReadFailure(
-                    error as? StoreFileError ?? StoreFileError(description: "a stored body does not parse: \(error)"))
-                return nil
-            }
+            return Self.reading { try DocumentRecord.body(in: file, at: offset, index: index) }
+        }
+    }
+
+    /// The body as JSON text: a stored body is copied from its record as written, not parsed.
+    func loadText() -> String? {
+        switch self {
+        case .inline(let json): return json.serialized
+        case .stored(let file, let offset, let index, _):
+            return Self.reading { try DocumentRecord.bodyText(in: file, at: offset, index: index) }
+        }
+    }
+
+    /// Runs a read of the file; a failure is reported to the request (see ``RequestScope``) and reads as nil.
+    private static func reading<T>(_ read: () throws -> T?) -> T? {
+        do {
+            return try read()
+        } catch {
+            RequestScope.reportReadFailure(
+                error as? StoreFileError ?? StoreFileError(description: "a stored body does not parse: \(error)"))
+            return nil
         }
     }
 }
@@ -157,6 +171,10 @@ struct RevNode: Sendable {
         get { storedBody?.load() }
         set { storedBody = newValue.map(StoredBody.inline) }
     }
+
+    /// The body as JSON text (an object), a stored one copied from the file as written: what a
+    /// response sends, with no parse and no serialisation.
+    var bodyText: String? { storedBody?.loadText() }
 
     /// Whether the body is known, without reading it.
     var hasBody: Bool { storedBody != nil }

@@ -169,27 +169,45 @@ extension CouchEngine {
 
     private func docRow(_ db: Database, _ entry: DocEntry, _ args: ViewArgs) -> JSON? {
         guard let winner = entry.winner, !winner.deleted else { return nil }
-        var pairs: [(String, JSON)] = [
-            ("id", .string(entry.id)), ("key", .string(entry.id)), ("value", ["rev": .string(winner.rev)]),
-        ]
+        var pairs = docRowPairs(entry, winner)
         if args.includeDocs { pairs.append(("doc", renderDocument(entry, winner, args.renderOptions))) }
         return .object(pairs)
     }
 
+    /// ``docRow(_:_:_:)`` as text, the document's stored body copied as written (the streamed rows).
+    private func docRowText(_ db: Database, _ entry: DocEntry, _ args: ViewArgs) -> String? {
+        guard let winner = entry.winner, !winner.deleted else { return nil }
+        let pairs = docRowPairs(entry, winner)
+        guard args.includeDocs else { return JSON.object(pairs).serialized }
+        return rowText(pairs, doc: renderDocumentText(entry, winner, args.renderOptions))
+    }
+
+    private func docRowPairs(_ entry: DocEntry, _ winner: RevNode) -> [(String, JSON)] {
+        [("id", .string(entry.id)), ("key", .string(entry.id)), ("value", ["rev": .string(winner.rev)])]
+    }
+
     /// The row of one key of a `keys` query (lock held): deleted documents and unknown keys get CouchDB's
-    /// special rows.
-    private func keyRow(_ db: Database, _ key: JSON, _ args: ViewArgs, idFilter: (String) -> Bool) -> JSON? {
+    /// special rows (`special`), the others their document's (`document`).
+    private func keyRow<Row>(
+        _ db: Database, _ key: JSON, _ args: ViewArgs, idFilter: (String) -> Bool, special: (JSON) -> Row,
+        document: (DocEntry) -> Row?
+    ) -> Row? {
         guard let id = key.stringValue, idFilter(id), let entry = db.docs[id], let winner = entry.winner else {
-            return .object([("key", key), ("error", "not_found")])
+            return special(.object([("key", key), ("error", "not_found")]))
         }
         if winner.deleted {
             var pairs: [(String, JSON)] = [
                 ("id", .string(id)), ("key", key), ("value", ["rev": .string(winner.rev), "deleted": true]),
             ]
             if args.includeDocs { pairs.append(("doc", .null)) }
-            return .object(pairs)
+            return special(.object(pairs))
         }
-        return docRow(db, entry, args)
+        return document(entry)
+    }
+
+    /// ``keyRow(_:_:_:idFilter:special:document:)`` as JSON.
+    private func keyRow(_ db: Database, _ key: JSON, _ args: ViewArgs, idFilter: (String) -> Bool) -> JSON? {
+        keyRow(db, key, args, idFilter: idFilter, special: { $0 }, document: { docRow(db, $0, args) })
     }
 
     /// The keys of a `keys` query in the order their rows are sent, skip and limit applied (every key has
@@ -224,7 +242,7 @@ extension CouchEngine {
     /// Plans one `_all_docs` query (optionally restricted to one simulated shard's partition).
     func allDocsPlan(_ db: Database, _ args: ViewArgs, partition: String? = nil) throws(CouchError) -> AllDocsPlan {
         try db.withLock { () throws(CouchError) -> AllDocsPlan in
-            var live = db.sortedIDs.filter { db.docs[$0]?.isDeleted == false }
+            var live = db.sortedIDs.filter { db.docs.isLive($0) }
             var total = db.docCount
             var a = args
             var prefix: String?
@@ -258,10 +276,12 @@ extension CouchEngine {
         let prefix = plan.prefix
         switch plan.items {
         case .ids(let ids):
-            return out.batches(ids, db: db) { id in db.docs[id].flatMap { docRow(db, $0, args) } }
+            return out.batches(ids, db: db) { id in db.docs[id].flatMap { docRowText(db, $0, args) } }
         case .keys(let keys):
             return out.batches(keys, db: db) { key in
-                keyRow(db, key, args, idFilter: { id in prefix.map { id.hasPrefix($0) } ?? true })
+                keyRow(
+                    db, key, args, idFilter: { id in prefix.map { id.hasPrefix($0) } ?? true },
+                    special: \.serialized, document: { docRowText(db, $0, args) })
             }
         }
     }
@@ -337,7 +357,7 @@ extension CouchEngine {
     func designDocs(_ ctx: RequestContext, _ db: Database, rest: [String] = []) throws(CouchError) -> ServerResponse {
         try namespaceQuery(ctx, rest: rest) { args throws(CouchError) in
             try db.withLock { () throws(CouchError) -> (JSON, JSON, [JSON]) in
-                let ids = db.sortedIDs.filter { $0.hasPrefix("_design/") && db.docs[$0]?.isDeleted == false }
+                let ids = db.sortedIDs.filter { $0.hasPrefix("_design/") && db.docs.isLive($0) }
                 let total = JSON.int(Int64(ids.count))
                 if let keys = args.keys {
                     return (total, .null, keyRows(db, keys, args, idFilter: { $0.hasPrefix("_design/") }))

@@ -234,8 +234,51 @@ extension CouchEngine {
 
     /// The JSON of one revision, members in CouchDB's order.
     func renderDocument(_ entry: DocEntry, _ node: RevNode, _ opts: DocRenderOptions) -> JSON {
-        var pairs: [(String, JSON)] = [("_id", .string(entry.id)), ("_rev", .string(node.rev))]
-        pairs.append(contentsOf: (node.body ?? [:]).members)
+        .object(documentHead(entry, node) + (node.body ?? [:]).members + documentTail(entry, node, opts))
+    }
+
+    /// ``renderDocument(_:_:_:)`` as JSON text, for a response: the body is copied from the file as it
+    /// was written (the same text serialising it would give), neither parsed nor serialised again.
+    func renderDocumentText(_ entry: DocEntry, _ node: RevNode, _ opts: DocRenderOptions) -> String {
+        documentText(entry, node, tail: documentTail(entry, node, opts))
+    }
+
+    /// The text of a document whose members after its body are `tail`.
+    func documentText(_ entry: DocEntry, _ node: RevNode, tail: [(String, JSON)]) -> String {
+        // `{"_id":…,"_rev":…` + `,` + the body's members + `,` + the tail's members + `}`.
+        var text = JSON.object(documentHead(entry, node)).serialized
+        text.removeLast()
+        // A body that is not an object has no members, as in the JSON form.
+        if let body = node.bodyText?.utf8, body.count > 2, body.first == UInt8(ascii: "{"),
+            body.last == UInt8(ascii: "}")
+        {
+            text += ","
+            text += Substring(body.dropFirst().dropLast())
+        }
+        if !tail.isEmpty {
+            text += ","
+            text += JSON.object(tail).serialized.dropFirst()
+        } else {
+            text += "}"
+        }
+        return text
+    }
+
+    /// A row's text: the members `pairs`, then `"doc"` with the document text `doc`.
+    func rowText(_ pairs: [(String, JSON)], doc: String) -> String {
+        var text = JSON.object(pairs).serialized
+        text.removeLast()
+        return text + ",\"doc\":" + doc + "}"
+    }
+
+    /// The members a rendered document begins with.
+    private func documentHead(_ entry: DocEntry, _ node: RevNode) -> [(String, JSON)] {
+        [("_id", .string(entry.id)), ("_rev", .string(node.rev))]
+    }
+
+    /// The members a rendered document has after its body, as `opts` asks for them.
+    func documentTail(_ entry: DocEntry, _ node: RevNode, _ opts: DocRenderOptions) -> [(String, JSON)] {
+        var pairs: [(String, JSON)] = []
         if node.deleted { pairs.append(("_deleted", true)) }
         if opts.revs {
             let path = entry.path(to: node.rev)
@@ -290,7 +333,7 @@ extension CouchEngine {
             }
             pairs.append(("_attachments", .object(atts)))
         }
-        return .object(pairs)
+        return pairs
     }
 
     /// The body of a successful write.
@@ -338,14 +381,12 @@ extension CouchEngine {
             if winner.deleted { throw CouchError.notFound("deleted") }
             return (entry, winner)
         }
-        let doc = renderDocument(entry, node, opts)
-        let hasMeta =
-            doc["_revs_info"] != nil || doc["_conflicts"] != nil || doc["_deleted_conflicts"] != nil
-            || doc["_local_seq"] != nil
-        if hasMeta { return Reply.json(200, doc) }
+        let tail = documentTail(entry, node, opts)
+        let hasMeta = tail.contains { ["_revs_info", "_conflicts", "_deleted_conflicts", "_local_seq"].contains($0.0) }
         let etag = "\"\(node.rev)\""
-        if request.headers["If-None-Match"] == etag { return notModified(etag) }
-        return Reply.json(200, doc, headers: [("ETag", etag)])
+        if !hasMeta, request.headers["If-None-Match"] == etag { return notModified(etag) }
+        let text = documentText(entry, node, tail: tail) + "\n"
+        return Reply.text(200, text, headers: hasMeta ? [] : [("ETag", etag)])
     }
 
     private func latestLeaf(_ entry: DocEntry, _ rev: String) -> RevNode? {

@@ -75,7 +75,7 @@ extension CouchEngine {
         guard ctx.request.contentTypeIsJSON else { throw CouchError.badContentType }
         if ctx.segments.count > 2 {
             let ddocID = "_design/" + ctx.segments[2]
-            let exists = db.withLock { db.docs[ddocID]?.isDeleted == false }
+            let exists = db.withLock { db.docs.isLive(ddocID) }
             if !exists { throw CouchError.notFound("missing") }
             return Reply.json(202, Reply.ok)  // view indexes: nothing to compact here
         }

@@ -36,12 +36,15 @@ final class RowStreamWriter {
     }
 
     /// Writes `rows` as one chunk, each serialised and separated from the rows before it.
-    @discardableResult func rows(_ rows: [JSON]) -> Bool {
+    @discardableResult func rows<Row: StreamedRow>(_ rows: [Row]) -> Bool {
         guard isOpen else { return false }
         if rows.isEmpty { return true }
-        var text = wroteRows ? separator : ""
-        text += rows.map(\.serialized).joined(separator: separator)
-        wroteRows = true
+        var text = ""
+        for row in rows {
+            if wroteRows { text += separator }
+            row.write(to: &text)
+            wroteRows = true
+        }
         return self.text(text)
     }
 
@@ -59,8 +62,8 @@ final class RowStreamWriter {
 
     /// Writes the rows `render` makes of `items`, a batch at a time, each batch rendered under `db`'s lock
     /// (an item that renders as nil is left out). False once the body cannot go on.
-    @discardableResult func batches<C: Collection>(
-        _ items: C, db: Database, render: (C.Element) -> JSON?
+    @discardableResult func batches<C: Collection, Row: StreamedRow>(
+        _ items: C, db: Database, render: (C.Element) -> Row?
     ) -> Bool {
         var start = items.startIndex
         while start != items.endIndex {
@@ -79,6 +82,18 @@ final class RowStreamWriter {
         isOpen = false
         writer.abort()
     }
+}
+
+/// A row of a streamed response: a JSON value, or text already serialised (a document row whose stored
+/// body is copied as written).
+protocol StreamedRow {
+    func write(to text: inout String)
+}
+
+extension JSON: StreamedRow {}
+
+extension String: StreamedRow {
+    func write(to text: inout String) { text += self }
 }
 
 extension Reply {

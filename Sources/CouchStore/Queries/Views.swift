@@ -200,16 +200,14 @@ extension CouchEngine {
                 ? SequenceToken.encode(position: db.withLock { db.currentPosition }, db: db.name) : nil)
         return ViewOutput { out in
             guard out.text(head) else { return }
-            let rendered = out.batches(kept, db: db) { row in
-                var pairs: [(String, JSON)] = [("id", .string(row.id)), ("key", row.key), ("value", row.value)]
-                if args.includeDocs {
-                    var doc: JSON = .null
-                    if let entry = db.docs[row.id], let winner = entry.winner, !winner.deleted {
-                        doc = self.renderDocument(entry, winner, args.renderOptions)
-                    }
-                    pairs.append(("doc", doc))
+            let rendered = out.batches(kept, db: db) { row -> String? in
+                let pairs: [(String, JSON)] = [("id", .string(row.id)), ("key", row.key), ("value", row.value)]
+                guard args.includeDocs else { return JSON.object(pairs).serialized }
+                var doc = "null"
+                if let entry = db.docs[row.id], let winner = entry.winner, !winner.deleted {
+                    doc = self.renderDocumentText(entry, winner, args.renderOptions)
                 }
-                return .object(pairs)
+                return self.rowText(pairs, doc: doc)
             }
             guard rendered else { return }
             out.text(Self.rowsTail)

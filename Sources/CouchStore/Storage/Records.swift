@@ -11,17 +11,25 @@ final class RequestScope: @unchecked Sendable {
     private(set) var dirty: [Database] = []
     private(set) var readFailure: StoreFileError?
 
-    private static let key = "CouchStore.RequestScope"
+    /// The thread-local slot (a POSIX key: cheaper than `Thread.threadDictionary`, read on every write).
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        precondition(pthread_key_create(&key, nil) == 0, "no thread-local key for request scopes")
+        return key
+    }()
 
-    static var current: RequestScope? { Thread.current.threadDictionary[key] as? RequestScope }
+    /// The scope of the request the calling thread runs (unretained: ``run(_:)`` holds it while it is set).
+    static var current: RequestScope? {
+        pthread_getspecific(key).map { Unmanaged<RequestScope>.fromOpaque($0).takeUnretainedValue() }
+    }
 
     /// Runs `body` in a new scope (restoring any enclosing one afterwards) and returns the scope.
     static func run<T>(_ body: () -> T) -> (T, RequestScope) {
         let scope = RequestScope()
-        let previous = Thread.current.threadDictionary[key]
-        Thread.current.threadDictionary[key] = scope
-        defer { Thread.current.threadDictionary[key] = previous }
-        return (body(), scope)
+        let previous = pthread_getspecific(key)
+        pthread_setspecific(key, Unmanaged.passUnretained(scope).toOpaque())
+        defer { pthread_setspecific(key, previous) }
+        return withExtendedLifetime(scope) { (body(), scope) }
     }
 
     /// Notes that `db` has records waiting for its sync; false when no scope runs (sync at once).
@@ -189,6 +197,22 @@ enum DocumentRecord {
         return list[index].isNull ? nil : list[index]
     }
 
+    /// The `index`th body of the document record at `offset` as it is stored: the JSON text of an
+    /// object, copied, not parsed (what a response sends as it is). Nil for a body stored as `null`.
+    static func bodyText(in file: StoreFile, at offset: Int64, index: Int) throws -> String? {
+        let (kind, payload) = try file.read(at: offset)
+        guard kind == .document else {
+            throw StoreFileError(description: "\(file.url.lastPathComponent): no document record at \(offset)")
+        }
+        let (_, bodies) = try split(payload)
+        guard let range = StoredJSON.element(index, ofArray: bodies) else {
+            throw StoreFileError(description: "\(file.url.lastPathComponent): no body \(index) at \(offset)")
+        }
+        let text = bodies[range]
+        if text.elementsEqual("null".utf8) { return nil }
+        return String(decoding: text, as: UTF8.self)
+    }
+
     private static func split(_ payload: ArraySlice<UInt8>) throws -> (ArraySlice<UInt8>, ArraySlice<UInt8>) {
         guard payload.count >= 4 else { throw StoreFileError(description: "a document record too short") }
         let length = Int(StoreFile.readUInt32(payload, 0))
@@ -205,5 +229,59 @@ enum DocumentRecord {
         out.append(contentsOf: d)
         out.append(contentsOf: bytes)
         return out
+    }
+}
+
+/// Finds values in JSON text the engine wrote itself (compact, checksummed in its record), without
+/// parsing them: the text is copied to a response as it is.
+enum StoredJSON {
+    /// The byte range of the `index`th element of the array `bytes` holds; nil when there is none.
+    static func element(_ index: Int, ofArray bytes: ArraySlice<UInt8>) -> Range<Int>? {
+        guard index >= 0, bytes.first == UInt8(ascii: "[") else { return nil }
+        var position = bytes.startIndex + 1
+        var element = 0
+        while position < bytes.endIndex, bytes[position] != UInt8(ascii: "]") {
+            guard let end = valueEnd(bytes, from: position) else { return nil }
+            if element == index { return position..<end }
+            guard end < bytes.endIndex, bytes[end] == UInt8(ascii: ",") else { return nil }
+            position = end + 1
+            element += 1
+        }
+        return nil
+    }
+
+    /// Where the value starting at `start` ends: after its closing bracket or quote, or at the `,`, `]`
+    /// or `}` after a number or literal. Nil when the text ends first.
+    static func valueEnd(_ bytes: ArraySlice<UInt8>, from start: Int) -> Int? {
+        var depth = 0
+        var inString = false
+        var position = start
+        while position < bytes.endIndex {
+            let byte = bytes[position]
+            if inString {
+                if byte == UInt8(ascii: "\\") {
+                    position += 2
+                    continue
+                }
+                if byte == UInt8(ascii: "\"") {
+                    inString = false
+                    if depth == 0 { return position + 1 }
+                }
+            } else {
+                switch byte {
+                case UInt8(ascii: "\""): inString = true
+                case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
+                case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                    if depth == 0 { return position > start ? position : nil }
+                    depth -= 1
+                    if depth == 0 { return position + 1 }
+                case UInt8(ascii: ","):
+                    if depth == 0 { return position > start ? position : nil }
+                default: break
+                }
+            }
+            position += 1
+        }
+        return nil
     }
 }

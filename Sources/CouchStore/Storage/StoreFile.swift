@@ -63,6 +63,11 @@ final class StoreFile: @unchecked Sendable {
     /// is cut back (``abandonWritten(from:to:)``, a failed write), which empties this.
     private var recentRecords: [Int64: (kind: StoreRecordKind, payload: ArraySlice<UInt8>)] = [:]
     private var recentOrder: [Int64] = []
+    /// The bytes read last (at most ``readBlockSize``): the small records after the one they were read for are
+    /// served from them, so a scan in file order reads the file a block at a time. Emptied with ``recentRecords``.
+    private var lastBlock: ReadBlock?
+    /// How much a read of a small record reads: its frame and what follows it.
+    static let readBlockSize = 8 * 1024
     /// Counts the times the file was cut back: a record read before one is not kept.
     private var cutBacks = 0
     static let recentRecordLimit = 16
@@ -417,15 +422,58 @@ final class StoreFile: @unchecked Sendable {
         }
         let end = writtenEnd
         let generation = cutBacks
+        let block = lastBlock
         lock.unlock()
-        let (length, crc) = try frameHead(at: offset, end: end)
-        let payload = try readBytes(at: offset + Int64(Self.frameHeaderSize), count: length)
-        guard Self.crc32(payload[...]) == crc, let kind = StoreRecordKind(rawValue: payload[0]) else {
+        let (crc, payload) = try frame(at: offset, end: end, block: block, generation: generation)
+        guard Self.crc32(payload) == crc, let first = payload.first, let kind = StoreRecordKind(rawValue: first) else {
             throw StoreFileError(
                 description: "\(url.lastPathComponent) is corrupt: the record at offset \(offset) fails its checksum")
         }
-        if length <= Self.recentRecordMaxSize { remember(offset, kind, payload[1...], generation: generation) }
-        return (kind, payload[1...])
+        if payload.count <= Self.recentRecordMaxSize {
+            remember(offset, kind, payload.dropFirst(), generation: generation)
+        }
+        return (kind, payload.dropFirst())
+    }
+
+    /// The checksum and payload of the committed record at `offset`: from `block` when it holds the whole
+    /// record, else with one `pread` of a block (kept as the last block) and, for a record longer than
+    /// that, a second one.
+    private func frame(at offset: Int64, end: Int64, block: ReadBlock?, generation: Int) throws(StoreFileError) -> (
+        crc: UInt32, payload: ArraySlice<UInt8>
+    ) {
+        if let block, let found = block.frame(at: offset) {
+            try checkLength(found.length, at: offset, end: end)
+            return (found.crc, found.payload)
+        }
+        let count = Int(min(Int64(Self.readBlockSize), end - offset))
+        guard count >= Self.frameHeaderSize else { throw impossibleLength(at: offset) }
+        let read = ReadBlock(start: offset, bytes: try readBytes(at: offset, count: count))
+        keep(read, generation: generation)
+        let length = Int(Self.readUInt32(read.bytes[...], 0))
+        try checkLength(length, at: offset, end: end)
+        if let found = read.frame(at: offset) { return (found.crc, found.payload) }
+        let payload = try readBytes(at: offset + Int64(Self.frameHeaderSize), count: length)
+        return (Self.readUInt32(read.bytes[...], 4), payload[...])
+    }
+
+    /// Checks a record's length against the file's committed `end` and the largest record before it becomes a
+    /// read size.
+    private func checkLength(_ length: Int, at offset: Int64, end: Int64) throws(StoreFileError) {
+        guard length >= 1, length <= Self.maximumRecordSize, offset + Int64(Self.frameHeaderSize + length) <= end else {
+            throw impossibleLength(at: offset)
+        }
+    }
+
+    private func impossibleLength(at offset: Int64) -> StoreFileError {
+        StoreFileError(
+            description: "\(url.lastPathComponent) is corrupt: a record of impossible length at offset \(offset)")
+    }
+
+    /// Keeps `block` as the last block read (unless the file was cut back meanwhile).
+    private func keep(_ block: ReadBlock, generation: Int) {
+        lock.lock()
+        defer { lock.unlock() }
+        if !isClosed, generation == cutBacks { lastBlock = block }
     }
 
     /// The length and checksum of the committed record at `offset`, its length checked against the file's
@@ -433,10 +481,7 @@ final class StoreFile: @unchecked Sendable {
     private func frameHead(at offset: Int64, end: Int64) throws(StoreFileError) -> (length: Int, crc: UInt32) {
         let head = try readBytes(at: offset, count: Self.frameHeaderSize)
         let length = Int(Self.readUInt32(head[...], 0))
-        guard length >= 1, length <= Self.maximumRecordSize, offset + Int64(Self.frameHeaderSize + length) <= end else {
-            throw StoreFileError(
-                description: "\(url.lastPathComponent) is corrupt: a record of impossible length at offset \(offset)")
-        }
+        try checkLength(length, at: offset, end: end)
         return (length, Self.readUInt32(head[...], 4))
     }
 
@@ -455,6 +500,7 @@ final class StoreFile: @unchecked Sendable {
         cutBacks += 1
         recentRecords.removeAll()
         recentOrder.removeAll()
+        lastBlock = nil
     }
 
     /// How many records are kept as recently read (tests of the bound).
@@ -694,4 +740,21 @@ private func systemClose(_ fd: Int32) -> Int32 {
     #else
         return Glibc.close(fd)
     #endif
+}
+
+/// Bytes of a file read at once (see ``StoreFile/readBlockSize``).
+struct ReadBlock {
+    let start: Int64
+    let bytes: [UInt8]
+
+    /// The length, checksum and payload of the record whose frame begins at `offset`, when the block holds all of
+    /// it (its length still to be checked against the file).
+    func frame(at offset: Int64) -> (length: Int, crc: UInt32, payload: ArraySlice<UInt8>)? {
+        guard offset >= start, offset - start <= Int64(bytes.count - StoreFile.frameHeaderSize) else { return nil }
+        let head = Int(offset - start)
+        let length = Int(StoreFile.readUInt32(bytes[...], head))
+        let payloadStart = head + StoreFile.frameHeaderSize
+        guard length >= 1, length <= bytes.count - payloadStart else { return nil }
+        return (length, StoreFile.readUInt32(bytes[...], head + 4), bytes[payloadStart..<(payloadStart + length)])
+    }
 }
