@@ -60,6 +60,19 @@ final class HTTPTestEchoHandler: RequestHandler, @unchecked Sendable {
                 body: .stream { writer in
                     for i in 0..<rows { writer.write(Data("{\"row\":\(i)}\n".utf8)) }
                 })
+        case "/gathered-stream", "/gathered-long":
+            // Pieces written at once (as an attachment's gathered chunks are): 200 of them (more than one
+            // `sendmsg` takes), empty ones and slices among them, 4 MiB in all (more than the socket holds, so
+            // `sendmsg` takes part of them and the rest follows); the long one declares one byte less.
+            let pieces = Self.gatheredPieces
+            let total = pieces.reduce(0) { $0 + $1.count }
+            let declared = request.rawPath == "/gathered-stream" ? total : total - 1
+            return ServerResponse(
+                status: 200, headers: ["Content-Type": "application/octet-stream", "Content-Length": String(declared)],
+                body: .stream { writer in
+                    #expect(writer.preferredWriteSize == 16 << 20)
+                    writer.write(contentsOf: pieces)
+                })
         case "/aborted-stream":
             // A chunked body whose producer fails after two rows (a stored document it could not read).
             return ServerResponse(
@@ -103,6 +116,22 @@ final class HTTPTestEchoHandler: RequestHandler, @unchecked Sendable {
                 body: .data(json.data + Data("\n".utf8)))
         }
     }
+}
+
+extension HTTPTestEchoHandler {
+    /// What `/gathered-stream` writes with one `write(contentsOf:)`.
+    static let gatheredPieces: [Data] = {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = Data((0..<(4 << 20)).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        var pieces: [Data] = []
+        var start = bytes.startIndex
+        for index in 0..<200 {
+            let size = index % 7 == 3 ? 0 : (index == 199 ? bytes.endIndex - start : Int.random(in: 1...40_000))
+            pieces.append(bytes[start..<(start + size)])
+            start += size
+        }
+        return pieces
+    }()
 }
 
 func httpTestJSON(_ response: RawHTTPConnection.Response) throws -> JSON {
@@ -377,6 +406,22 @@ struct HTTPServerTests {
         let cut = try long.request(method: "GET", target: "/long-stream")
         #expect(cut.body.count == 30)
         #expect(throws: (any Error).self) { _ = try long.request(method: "GET", target: "/after") }
+    }
+
+    /// Pieces written at once go out with `sendmsg`, partly taken and resumed, empty ones and slices among them:
+    /// the body is their bytes in order; past the declared length nothing is sent.
+    @Test func gatheredPiecesAreSentInOrder() throws {
+        let server = try start()
+        defer { server.stop() }
+        let expected = HTTPTestEchoHandler.gatheredPieces.reduce(Data(), +)
+        let connection = try RawHTTPConnection(port: server.port, timeout: 20)
+        let response = try connection.request(method: "GET", target: "/gathered-stream")
+        #expect(response.body.count == expected.count)
+        #expect(response.body == expected)
+        #expect(try connection.request(method: "GET", target: "/after").status == 200)
+        // Pieces that would run past the declared length are not sent: the body ends short and the connection closes.
+        let long = try RawHTTPConnection(port: server.port, timeout: 20)
+        #expect(throws: (any Error).self) { _ = try long.request(method: "GET", target: "/gathered-long") }
     }
 
     @Test func anAbortedChunkedBodyEndsWithoutItsLastChunk() throws {

@@ -474,6 +474,61 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
         #expect(try JSON.parse(info.body)["doc_count"] == 1)
     }
 
+    /// A download over HTTP gathers chunks for one `sendmsg`: the bytes (whole, and a range across chunks) are the
+    /// upload's; a damaged chunk in the middle ends the body after the chunks before it, short of its length, and
+    /// the connection closes, so the client never takes it for whole.
+    @Test func aGatheredDownloadIsWholeOrCutShortAtADamagedChunk() throws {
+        let dir = makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let configuration = TestServer.Configuration(dataDirectory: dir, passwordIterations: 10)
+        let payload = randomPayload(5 * StoreFile.blobChunkSize + 12_345)
+        do {
+            let server = try TestServer.start(configuration)
+            defer { server.stop() }
+            let connection = try RawHTTPConnection(port: server.port, timeout: 20)
+            #expect(try connection.request(method: "PUT", target: "/db", headers: headers()).status == 201)
+            let put = try connection.request(
+                method: "PUT", target: "/db/a/f.bin",
+                headers: headers([("Content-Type", "application/octet-stream")]), body: payload)
+            #expect(put.status == 201)
+            let whole = try connection.request(method: "GET", target: "/db/a/f.bin", headers: headers())
+            #expect(whole.body == payload)
+            let range = try connection.request(
+                method: "GET", target: "/db/a/f.bin", headers: headers([("Range", "bytes=1000-3500000")]))
+            #expect(range.status == 206 && range.body == payload[1000...3_500_000])
+        }
+        // The third chunk damaged on disk.
+        let url = DataDirectory(root: dir).fileURL(for: "db")
+        var bytes = try Data(contentsOf: url)
+        let third = payload[(2 * StoreFile.blobChunkSize)...].prefix(64)
+        let at = try #require(bytes.range(of: third)).lowerBound + 100
+        bytes[at] ^= 0x55
+        try bytes.write(to: url)
+        let server = try TestServer.start(configuration)
+        defer { server.stop() }
+        let connection = try RawHTTPConnection(port: server.port, timeout: 20)
+        #expect {
+            _ = try connection.request(method: "GET", target: "/db/a/f.bin", headers: headers())
+        } throws: { error in
+            guard case RawHTTPConnection.Failure.closedMidBody(_, let partial) = error else { return false }
+            return partial == payload.prefix(2 * StoreFile.blobChunkSize)
+        }
+    }
+
+    /// Downloads gather chunks only as far as the process-wide budget allows; each always keeps its one chunk.
+    @Test func gatheringIsBoundedAcrossDownloads() {
+        let budget = GatheredChunks(limit: 20)
+        #expect(budget.take(15) == 15)
+        #expect(budget.take(15) == 5)
+        #expect(budget.take(1) == 0)
+        #expect(budget.take(-3) == 0)
+        budget.give(15)
+        #expect(budget.take(16) == 15)
+        budget.give(15)
+        budget.give(5)
+        #expect(budget.take(20) == 20)
+    }
+
     @Test func aWrongContentMD5IsAcceptedAsCouchDB35AcceptsIt() throws {
         // couchdb_attachments_tests.erl: should_upload_attachment_with_invalid_md5 and
         // should_upload_chunked_attachment_with_invalid_md5 expect 201 (chttpd_db does not check the header).

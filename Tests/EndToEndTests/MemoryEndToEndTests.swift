@@ -54,7 +54,7 @@ struct MemoryEndToEndTests {
         }
     }
 
-    @Test("A TestServer serves a 64 MiB stored attachment with memory bounded by a few chunks")
+    @Test("A TestServer serves a 64 MiB stored attachment with memory bounded by the chunks one write gathers")
     func serverStreamsAStoredAttachment() async throws {
         #if canImport(FoundationNetworking)
             if E2EEnvironment.transportChoice == "urlsession" {
@@ -71,7 +71,9 @@ struct MemoryEndToEndTests {
         #expect(bytes == 64 << 20)
         #expect(readings["same"] == 1, "the downloaded file equals the uploaded one")
         #expect(readings["content_length"] == 64 << 20, "sent with its Content-Length")
-        // Read whole, the attachment alone would add 64 MiB (and its response copy as much again).
+        // Read whole, the attachment alone would add 64 MiB (and its response copy as much again). Streamed, the
+        // server holds at most the 16 chunks it gathers for one `sendmsg` (SocketChunkWriter.preferredWriteSize),
+        // the client its buffers.
         #expect(peak - before < 24 << 20, "grew \((peak - before) >> 20) MiB while serving a 64 MiB attachment")
     }
 

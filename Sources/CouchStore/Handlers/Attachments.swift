@@ -108,22 +108,37 @@ extension CouchEngine {
         response.body = .stream { [start, end] writer in
             var encoder = gzip ? ZlibCompatibleGzip.StreamEncoder(inputLength: length) : nil
             if let header = encoder?.header, !writer.write(header) { return }
+            // Chunks gathered beyond the first for one write, as many as the writer prefers and the process-wide
+            // budget grants: a socket sends them with one `sendmsg` (see ChunkWriter.preferredWriteSize).
+            let extra = GatheredChunks.budget.take(max(writer.preferredWriteSize / size - 1, 0))
+            defer { GatheredChunks.budget.give(extra) }
             var index = firstIndex
             var chunk = firstChunk
-            while true {
-                let chunkStart = index * size
-                let lower = max(start - chunkStart, 0)
-                let upper = min(end + 1 - chunkStart, chunk.count)
-                guard lower < upper else { return }
-                // A slice of the chunk read, not a copy (the whole chunk but at the ends of a range).
-                var piece = chunk[(chunk.startIndex + lower)..<(chunk.startIndex + upper)]
-                if encoder != nil { piece = encoder!.encode(piece) }
-                guard writer.write(piece) else { return }
-                index += 1
-                guard index * size <= end else { return }
-                // A damaged chunk ends the body short of its Content-Length: the client sees it cut off.
-                guard let next = try? blob.chunk(index, digest: digest) else { return }
-                chunk = next
+            var done = false
+            while !done {
+                var pieces: [Data] = []
+                repeat {
+                    let chunkStart = index * size
+                    let lower = max(start - chunkStart, 0)
+                    let upper = min(end + 1 - chunkStart, chunk.count)
+                    guard lower < upper else {
+                        done = true
+                        break
+                    }
+                    // A slice of the chunk read, not a copy (the whole chunk but at the ends of a range).
+                    var piece = chunk[(chunk.startIndex + lower)..<(chunk.startIndex + upper)]
+                    if encoder != nil { piece = encoder!.encode(piece) }
+                    pieces.append(piece)
+                    index += 1
+                    // A damaged chunk ends the body short of its Content-Length: the client sees it cut off.
+                    guard index * size <= end, let next = try? blob.chunk(index, digest: digest)
+                    else {
+                        done = true
+                        break
+                    }
+                    chunk = next
+                } while pieces.count <= extra
+                guard writer.write(contentsOf: pieces) else { return }
             }
         }
         return response
@@ -309,5 +324,31 @@ extension StoredBlob {
                 description: "\(name): an attachment chunk of \(bytes.count) bytes where \(expected) were expected")
         }
         return bytes
+    }
+}
+
+/// How many attachment chunks downloads gather beyond the one each always holds (see
+/// ``ChunkWriter/preferredWriteSize``): at most ``limit`` across the process, so that many downloads at once
+/// hold at most that much more than one chunk each.
+final class GatheredChunks: @unchecked Sendable {
+    // Safe: `used` is only touched under `lock`.
+    static let budget = GatheredChunks(limit: 64)
+    let limit: Int
+    private let lock = NSLock()
+    private var used = 0
+
+    init(limit: Int) { self.limit = limit }
+
+    /// Takes up to `wanted` chunks of the budget; returns how many were granted (0 when it is spent).
+    func take(_ wanted: Int) -> Int {
+        lock.withLock {
+            let granted = max(min(wanted, limit - used), 0)
+            used += granted
+            return granted
+        }
+    }
+
+    func give(_ count: Int) {
+        lock.withLock { used -= count }
     }
 }

@@ -71,6 +71,13 @@ public struct ServerRequest: Sendable {
 public protocol ChunkWriter: Sendable {
     /// Sends `data` as one chunk. Returns false once the client has gone away; the producer should stop then.
     @discardableResult func write(_ data: Data) -> Bool
+    /// Sends `pieces` one after another, as one write where the writer can (a socket: one `sendmsg` over them
+    /// all). The default writes each with ``write(_:)``.
+    @discardableResult func write(contentsOf pieces: [Data]) -> Bool
+    /// How many bytes a producer that reads its body in pieces (an attachment's chunks) should gather for one
+    /// ``write(contentsOf:)``: a socket sends long writes more cheaply for the receiver, whose queue then stays
+    /// full. The default, 0, asks for no gathering.
+    var preferredWriteSize: Int { get }
     /// Ends the body short: the producer met an error after the body began (a stored document that could not
     /// be read), so the response must not look complete. A server closes the connection without the chunked
     /// body's last chunk, as CouchDB aborts such a response; an in-process reader reports an error. The default
@@ -80,6 +87,15 @@ public protocol ChunkWriter: Sendable {
 
 extension ChunkWriter {
     public func abort() {}
+
+    @discardableResult public func write(contentsOf pieces: [Data]) -> Bool {
+        for piece in pieces {
+            guard write(piece) else { return false }
+        }
+        return true
+    }
+
+    public var preferredWriteSize: Int { 0 }
 }
 
 /// The body of a response.

@@ -746,6 +746,35 @@ final class SocketChunkWriter: ChunkWriter, @unchecked Sendable {
         return ok
     }
 
+    /// An attachment's chunks gathered up to 16 MiB are sent with one `sendmsg`: with 1 MiB sends and a read of
+    /// the file between them, the client took 10-15 % more CPU per MiB to receive the same bytes.
+    var preferredWriteSize: Int { chunked || truncateFirstChunk ? 0 : 16 << 20 }
+
+    /// Sends `pieces` with one `sendmsg` (a body of declared length, unframed); the others one at a time.
+    @discardableResult
+    func write(contentsOf pieces: [Data]) -> Bool {
+        guard !chunked, !truncateFirstChunk, pieces.count > 1 else {
+            for piece in pieces {
+                guard write(piece) else { return false }
+            }
+            return true
+        }
+        lock.lock()
+        defer { lock.unlock() }
+        guard open else { return false }
+        let count = pieces.reduce(0) { $0 + $1.count }
+        if let length {
+            guard written + count <= length else {
+                open = false
+                return false
+            }
+            written += count
+        }
+        let ok = POSIXSocket.sendAll(fd, pieces)
+        if !ok { open = false }
+        return ok
+    }
+
     /// Cuts the body short (the producer failed after it began): nothing more is sent and the connection is
     /// closed without the last chunk, so the client sees an incomplete body, as CouchDB aborts one.
     func abort() {

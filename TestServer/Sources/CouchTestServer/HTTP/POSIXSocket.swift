@@ -190,6 +190,69 @@ enum POSIXSocket {
         return true
     }
 
+    /// Writes all of `pieces`, in order, with as few `sendmsg` calls as the socket takes them in (at most
+    /// `IOV_MAX` pieces a call). False when the peer has gone away.
+    static func sendAll(_ fd: Int32, _ pieces: [Data]) -> Bool {
+        var index = 0
+        var skip = 0  // bytes of pieces[index] already sent
+        while index < pieces.count {
+            if pieces[index].count == skip {
+                index += 1
+                skip = 0
+                continue
+            }
+            let batch = pieces[index..<min(pieces.count, index + 64)]
+            let sent: Int = withIOVectors(batch, skippingFirst: skip) { vectors in
+                var message = msghdr()
+                message.msg_iov = vectors.baseAddress
+                message.msg_iovlen = numericCast(vectors.count)
+                return sendmsg(fd, &message, sendFlags)
+            }
+            if sent < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
+            if sent == 0 { return false }
+            // Moves past what was sent.
+            var left = sent
+            while left > 0, index < pieces.count {
+                let rest = pieces[index].count - skip
+                if left >= rest {
+                    left -= rest
+                    index += 1
+                    skip = 0
+                } else {
+                    skip += left
+                    left = 0
+                }
+            }
+        }
+        return true
+    }
+
+    /// Calls `body` with the I/O vectors of `pieces` (the first one's first `skip` bytes left out), while their
+    /// bytes stay where they are.
+    private static func withIOVectors(
+        _ pieces: ArraySlice<Data>, skippingFirst skip: Int, _ body: (UnsafeMutableBufferPointer<iovec>) -> Int
+    ) -> Int {
+        var vectors: [iovec] = []
+        vectors.reserveCapacity(pieces.count)
+        func next(_ rest: ArraySlice<Data>) -> Int {
+            guard let piece = rest.first else {
+                return vectors.withUnsafeMutableBufferPointer { body($0) }
+            }
+            return piece.withUnsafeBytes { raw in
+                let offset = rest.startIndex == pieces.startIndex ? skip : 0
+                if let base = raw.baseAddress, raw.count > offset {
+                    vectors.append(
+                        iovec(iov_base: UnsafeMutableRawPointer(mutating: base + offset), iov_len: raw.count - offset))
+                }
+                return next(rest.dropFirst())
+            }
+        }
+        return next(pieces)
+    }
+
     /// Writes all of `data`. False when the peer has gone away.
     static func sendAll(_ fd: Int32, _ data: Data) -> Bool {
         if data.isEmpty { return true }
