@@ -522,11 +522,13 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
         #expect(budget.take(15) == 5)
         #expect(budget.take(1) == 0)
         #expect(budget.take(-3) == 0)
+        #expect(budget.take(Int.min) == 0)
+        #expect(budget.take(Int.max) == 0)
         budget.give(15)
         #expect(budget.take(16) == 15)
         budget.give(15)
         budget.give(5)
-        #expect(budget.take(20) == 20)
+        #expect(budget.take(Int.max) == 20)
     }
 
     @Test func aWrongContentMD5IsAcceptedAsCouchDB35AcceptsIt() throws {

@@ -108,9 +108,10 @@ extension CouchEngine {
         response.body = .stream { [start, end] writer in
             var encoder = gzip ? ZlibCompatibleGzip.StreamEncoder(inputLength: length) : nil
             if let header = encoder?.header, !writer.write(header) { return }
-            // Chunks gathered beyond the first for one write, as many as the writer prefers and the process-wide
-            // budget grants: a socket sends them with one `sendmsg` (see ChunkWriter.preferredWriteSize).
-            let extra = GatheredChunks.budget.take(max(writer.preferredWriteSize / size - 1, 0))
+            // Chunks gathered beyond the first for one write, as many as the writer prefers, the range spans and the
+            // process-wide budget grants: a socket sends them with one `sendmsg` (see ChunkWriter.preferredWriteSize).
+            let spanned = end / size - firstIndex + 1
+            let extra = GatheredChunks.budget.take(min(writer.preferredWriteSize / size, spanned) - 1)
             defer { GatheredChunks.budget.give(extra) }
             var index = firstIndex
             var chunk = firstChunk

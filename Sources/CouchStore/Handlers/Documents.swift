@@ -245,30 +245,29 @@ extension CouchEngine {
 
     /// The text of a document whose members after its body are `tail`.
     func documentText(_ entry: DocEntry, _ node: RevNode, tail: [(String, JSON)]) -> String {
-        // `{"_id":…,"_rev":…` + `,` + the body's members + `,` + the tail's members + `}`.
-        var text = JSON.object(documentHead(entry, node)).serialized
-        text.removeLast()
         // A body that is not an object has no members, as in the JSON form.
-        if let body = node.bodyText?.utf8, body.count > 2, body.first == UInt8(ascii: "{"),
-            body.last == UInt8(ascii: "}")
+        var body: Substring = ""
+        if let text = node.bodyText?.utf8, text.count > 2, text.first == UInt8(ascii: "{"),
+            text.last == UInt8(ascii: "}")
         {
-            text += ","
-            text += Substring(body.dropFirst().dropLast())
+            body = Substring(text.dropFirst().dropLast())
         }
-        if !tail.isEmpty {
-            text += ","
-            text += JSON.object(tail).serialized.dropFirst()
-        } else {
-            text += "}"
-        }
-        return text
+        return objectText([membersText(documentHead(entry, node)), body, membersText(tail)])
     }
 
     /// A row's text: the members `pairs`, then `"doc"` with the document text `doc`.
     func rowText(_ pairs: [(String, JSON)], doc: String) -> String {
-        var text = JSON.object(pairs).serialized
-        text.removeLast()
-        return text + ",\"doc\":" + doc + "}"
+        objectText([membersText(pairs), Substring("\"doc\":" + doc)])
+    }
+
+    /// The members of an object as JSON text, without its braces.
+    private func membersText(_ pairs: [(String, JSON)]) -> Substring {
+        JSON.object(pairs).serialized.dropFirst().dropLast()
+    }
+
+    /// An object of members already written as text (the empty ones left out).
+    private func objectText(_ members: [Substring]) -> String {
+        "{" + members.filter { !$0.isEmpty }.joined(separator: ",") + "}"
     }
 
     /// The members a rendered document begins with.
