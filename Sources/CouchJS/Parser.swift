@@ -180,6 +180,13 @@ struct Parser {
         JSSyntaxError(message: "\(message), found \(describe(token.kind))", offset: token.offset)
     }
 
+    /// The error for the token at `start`, a position this parser has already read past (`advance`
+    /// stays on the end token, so the token is found by its position, never by stepping back one).
+    private mutating func error(_ message: String, at start: Int) -> JSSyntaxError {
+        position = start
+        return error(message)
+    }
+
     private func describe(_ kind: Token.Kind) -> String {
         switch kind {
         case .identifier(let n): return "'\(n)'"
@@ -201,11 +208,11 @@ struct Parser {
     }
 
     private mutating func identifierName() throws(JSSyntaxError) -> String {
+        let start = position
         switch advance().kind {
         case .identifier(let name), .keyword(let name): return name
         default:
-            position -= 1
-            throw error("Expected a name")
+            throw error("Expected a name", at: start)
         }
     }
 
@@ -360,20 +367,18 @@ struct Parser {
             }
             return .array(items, rest: rest, default: nil)
         }
-        guard case .identifier(let name) = advance().kind else {
-            position -= 1
-            throw error("Expected a name")
-        }
+        let start = position
+        guard case .identifier(let name) = advance().kind else { throw error("Expected a name", at: start) }
         return .name(name, default: nil)
     }
 
     private mutating func propertyKeyName() throws(JSSyntaxError) -> String {
+        let start = position
         switch advance().kind {
         case .identifier(let n), .keyword(let n), .string(let n): return n
         case .number(let n): return JSValue.number(n).toDisplayString()
         default:
-            position -= 1
-            throw error("Expected a property name")
+            throw error("Expected a property name", at: start)
         }
     }
 
@@ -692,6 +697,7 @@ struct Parser {
     private mutating func primary() throws(JSSyntaxError) -> Expr {
         try enter()
         defer { nesting -= 1 }
+        let start = position
         let t = advance()
         switch t.kind {
         case .number(let n): return .number(n)
@@ -771,8 +777,7 @@ struct Parser {
             }
             return .object(properties)
         default:
-            position -= 1
-            throw error("Unexpected token")
+            throw error("Unexpected token", at: start)
         }
     }
 }

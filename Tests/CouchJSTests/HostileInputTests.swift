@@ -188,6 +188,31 @@ import Testing
         #expect(try server.call(try server.compile(nested), [["a": 1]]) == 2)
     }
 
+    /// A template's `${}` is parsed on its own, from a token list that is only the end; an
+    /// unexpected token there stepped back before the first one and trapped (found by `.ci/fuzz`).
+    /// Each of these is a syntax error that names what it found.
+    @Test func truncatedSourcesAreSyntaxErrorsNamingTheEnd() {
+        let interpreter = Interpreter()
+        for (source, found) in [
+            ("`${}`", "end of input"), ("`${} c`", "end of input"), ("`a${ }b${1}`", "end of input"),
+            ("`${a.}`", "end of input"), ("`${ {a: } }`", "'}'"), ("`${ {[} }`", "'}'"),
+            ("`${ (1 }`", "end of input"), ("`${ var }`", "'var'"), ("a.", "end of input"),
+            ("({a: 1, ", "end of input"),
+            ("var ", "end of input"), ("(function (", "end of input"), ("try {} catch (", "end of input"),
+            ("x = ", "end of input"), ("[", "end of input"),
+        ] {
+            do {
+                let value = try interpreter.run(source)
+                Issue.record("\(source) compiled and gave \(value.toDisplayString())")
+            } catch let error as JSSyntaxError {
+                #expect(error.message.hasSuffix("found \(found)"), "\(source): \(error.message)")
+                #expect(error.offset >= 0 && error.offset <= source.count, "\(source): at \(error.offset)")
+            } catch {
+                Issue.record("\(source): \(error)")
+            }
+        }
+    }
+
     /// Deep nesting made at run time: recursion with deep expressions, data nested a million
     /// deep, cycles. Each ends (or is released) without overflowing the stack.
     @Test func deepStructuresAtRunTimeDoNotOverflow() {

@@ -1,0 +1,3 @@
+function(doc) {
+var r; try { throw {forbidden: 'no'}; `${} c`pch (e) { Infinityrbidde; t} r
+}
