@@ -55,11 +55,9 @@ public final class LocalStore: Sendable {
     public static func open(at directory: URL, configuration: Configuration = Configuration())
         async throws(CouchError) -> LocalStore
     {
-        let opened: Result<LocalStore, CouchError> = await withCheckedContinuation { done in
-            // Opening reads every database file: on a thread of its own, not Swift concurrency's.
-            DispatchQueue.global().async {
-                done.resume(returning: Result { () throws(CouchError) in try LocalStore(directory, configuration) })
-            }
+        // Opening reads every database file: on a thread of its own, not Swift concurrency's.
+        let opened = await handedOff(on: .global()) {
+            Result { () throws(CouchError) in try LocalStore(directory, configuration) }
         }
         return try opened.get()
     }
@@ -117,10 +115,8 @@ public final class LocalStore: Sendable {
     /// The ids of the conflicted documents of `database`, from the engine's index.
     func conflictedDocumentIDs(inDatabase database: String) async throws(CouchError) -> [String] {
         let connection = self.connection
-        let found = await withCheckedContinuation { done in
-            // The engine's lock is taken on its own threads, never on Swift concurrency's.
-            connection.queue.async { done.resume(returning: connection.conflictedDocumentIDs(inDatabase: database)) }
-        }
+        // The engine's lock is taken on its own threads, never on Swift concurrency's.
+        let found = await handedOff(on: connection.queue) { connection.conflictedDocumentIDs(inDatabase: database) }
         guard let ids = found else {
             throw CouchError(
                 kind: .http, message: "HTTP 404 not_found: Database does not exist.", statusCode: 404,

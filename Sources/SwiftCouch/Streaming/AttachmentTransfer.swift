@@ -201,8 +201,8 @@ extension CouchDBClient {
             case .failure(let error): return .failure(error)
             }
             return await withTaskCancellationHandler {
-                await withCheckedContinuation { done in
-                    receiver.onFinish { done.resume(returning: $0) }
+                await handedOff { deliver in
+                    receiver.onFinish(deliver)
                     let started = session.stream(
                         prepared.request, isIdempotent: prepared.isIdempotent, receiver: receiver)
                     handle.withLock { $0 = started }

@@ -295,7 +295,7 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
         }
         if resumeNow { applyPause() }
         if let immediate { return try immediate.get() }
-        return try await withTaskCancellationHandler {
+        let batch = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 let (immediate, resumeNow) = shared.withLock { state -> (Result<[Row], any Error>?, Bool) in
                     let taken = takeOrEnd(&state)
@@ -308,6 +308,10 @@ final class RowStreamState<Row: Decodable & Sendable>: StreamReceiver, @unchecke
         } onCancel: {
             self.cancel()
         }
+        // The producer resumed the waiter after releasing the lock: taking it once orders the rows
+        // it made before this task reads them, for ThreadSanitizer too (see `handedOff(_:)`).
+        shared.withLock { _ in }
+        return batch
     }
 
     /// Under the lock: a batch if rows are waiting, the end if the stream is over, else nil (wait).

@@ -31,3 +31,28 @@ struct LockedTests {
         }
     }
 }
+
+@Suite("handedOff: a value made on a queue, returned to a task")
+struct QueueHandOffTests {
+    /// An object built on the queue (its stored properties written there) and read by the task
+    /// after the `await`, many times: under ThreadSanitizer every write must be ordered before the
+    /// read. Handed over through the continuation alone, `LocalStore.open`'s store was reported as
+    /// a race in CI (the runtime's ordering is invisible to TSan when the task resumes where it
+    /// awaited).
+    @Test func theValueIsOrderedBeforeTheTaskReadsIt() async {
+        final class Made: @unchecked Sendable {
+            var first: Int
+            var second: [Int]
+            init(_ n: Int) {
+                first = n
+                second = [n, n + 1]
+            }
+        }
+        var total = 0
+        for n in 0..<2_000 {
+            let made = await handedOff(on: .global()) { Made(n) }
+            total += made.first + made.second[1]
+        }
+        #expect(total == (0..<2_000).reduce(0) { $0 + 2 * $1 + 1 })
+    }
+}
