@@ -19,6 +19,9 @@ let package = Package(
     targets: [
         // HTTP/1.1 wire format (parsing and serialising), shared by the TestServer.
         .target(name: "HTTPWire", path: "Sources/HTTPWire"),
+        // Child processes for the tests and the benchmarks (not a product): posix_spawn in place of
+        // Foundation.Process, whose run() can crash on Linux (ChildProcess.swift).
+        .target(name: "ProcessSpawn", path: "Sources/ProcessSpawn"),
         // CRC-32 folded with carry-less multiplication where the processor has it (x86-64 PCLMULQDQ): a few
         // lines of C, because Swift cannot reach the instruction. CouchGzip falls back to its tables elsewhere.
         .target(name: "CCouchChecksum", path: "Sources/CCouchChecksum"),
@@ -55,6 +58,7 @@ let package = Package(
             name: "SwiftCouchBenchmarks",
             dependencies: [
                 "SwiftCouch", "CouchTestServer", "CouchStore", "HTTPWire", "SwiftCouchStore", "SwiftCouchSync",
+                "ProcessSpawn",
             ],
             path: "Sources/SwiftCouchBenchmarks"),
         // The chaos soak: mixed operations under every fault at once, invariants checked afterwards.
@@ -65,7 +69,8 @@ let package = Package(
         // What the end-to-end, local-store and replication tests share: the environment (COUCHDB_URL or an embedded
         // TestServer) and the child-process memory probes.
         .target(
-            name: "SwiftCouchTestSupport", dependencies: ["SwiftCouch", "CouchStore", "CouchTestServer"],
+            name: "SwiftCouchTestSupport",
+            dependencies: ["SwiftCouch", "CouchStore", "CouchTestServer", "ProcessSpawn"],
             path: "Tests/SwiftCouchTestSupport"),
         .testTarget(
             name: "SwiftCouchTests",
@@ -81,7 +86,7 @@ let package = Package(
             path: "Tests/SwiftCouchStoreTests"),
         .testTarget(
             name: "CouchTestServerTests",
-            dependencies: ["CouchTestServer", "CouchStore", "CouchQuery", "HTTPWire", "CouchGzip"],
+            dependencies: ["CouchTestServer", "CouchStore", "CouchQuery", "HTTPWire", "CouchGzip", "ProcessSpawn"],
             path: "Tests/CouchTestServerTests", exclude: ["Fixtures"]),
         // The Swift snippets of README.md and the DocC articles, compiled (never run).
         .testTarget(
@@ -92,6 +97,7 @@ let package = Package(
             name: "SwiftCouchSyncTests",
             dependencies: [
                 "SwiftCouchSync", "SwiftCouchStore", "SwiftCouch", "CouchTestServer", "SwiftCouchTestSupport",
+                "ProcessSpawn",
             ],
             path: "Tests/SwiftCouchSyncTests"),
         .testTarget(name: "CouchJSTests", dependencies: ["CouchJS", "CouchQuery"], path: "Tests/CouchJSTests"),

@@ -1,4 +1,5 @@
 import Foundation
+import ProcessSpawn
 import SwiftCouch
 
 /// The transports the library rows run with.
@@ -36,38 +37,33 @@ enum LibraryReads {
     }
 }
 
-/// Starts this executable again in `--serve` mode and reads the TestServer's URL from it.
-func startChildServer() throws -> (Process, URL) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
-    if !FileManager.default.isExecutableFile(atPath: process.executableURL!.path),
-        let path = Bundle.main.executablePath
-    {
-        process.executableURL = URL(fileURLWithPath: path)
-    }
-    process.arguments = ["--serve", "0"]
-    let output = Pipe()
-    let input = Pipe()
-    process.standardOutput = output
-    process.standardInput = input
-    try process.run()
+/// Starts this executable again in `--serve` mode and reads the TestServer's URL from it. The child
+/// serves until its standard input ends: when this process ends, or ``ChildProcess/signal(_:)``.
+func startChildServer() throws -> (ChildProcess, URL) {
+    let process = try ChildProcess(executable: thisExecutable(), arguments: ["--serve", "0"], pipeInput: true)
     var line = Data()
-    while true {
-        let byte = output.fileHandleForReading.readData(ofLength: 1)
-        if byte.isEmpty || byte == Data("\n".utf8) { break }
+    while line.count < 4_096 {
+        var byte: UInt8 = 0
+        guard read(process.output.fileDescriptor, &byte, 1) == 1, byte != UInt8(ascii: "\n") else { break }
         line.append(byte)
     }
     let text = String(decoding: line, as: UTF8.self)
     guard text.hasPrefix("URL "), let url = URL(string: String(text.dropFirst(4))) else {
-        process.terminate()
+        process.signal(SIGTERM)
+        process.wait()
         throw PlainClient.Failure(description: "The TestServer child did not start: \(text)")
     }
-    childInput = input
     return (process, url)
 }
 
-/// Kept open so the child serves until this process ends.
-nonisolated(unsafe) var childInput: Pipe?
+/// This executable, to start again as a child.
+func thisExecutable() -> URL {
+    let url = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
+    if !FileManager.default.isExecutableFile(atPath: url.path), let path = Bundle.main.executablePath {
+        return URL(fileURLWithPath: path)
+    }
+    return url
+}
 
 /// The machine, for the report's header.
 enum MachineDescription {

@@ -1,5 +1,6 @@
 import CouchStore
 import Foundation
+import ProcessSpawn
 import HTTPWire
 
 #if canImport(Glibc)
@@ -451,19 +452,10 @@ enum StoreBenchmarks {
         print(
             "  built \(documents) docs in \(String(format: "%.1f", build)) s "
                 + "(\(engine.dataSize / 1_048_576) MiB on disk); opening it in a child process")
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
-        if !FileManager.default.isExecutableFile(atPath: child.executableURL!.path),
-            let path = Bundle.main.executablePath
-        {
-            child.executableURL = URL(fileURLWithPath: path)
-        }
-        child.arguments = ["--open-database", engine.directory.path]
-        let output = Pipe()
-        child.standardOutput = output
-        try child.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        child.waitUntilExit()
+        let child = try ChildProcess(
+            executable: thisExecutable(), arguments: ["--open-database", engine.directory.path])
+        let data = child.readToEnd()
+        child.wait()
         let text = String(decoding: data, as: UTF8.self)
         guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("OPENED ") }),
             let result = try? JSONSerialization.jsonObject(with: Data(line.dropFirst(7).utf8)) as? [String: Double]

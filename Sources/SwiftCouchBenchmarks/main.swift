@@ -16,6 +16,7 @@
 
 import CouchTestServer
 import Foundation
+import ProcessSpawn
 import SwiftCouch
 
 let arguments = CommandLine.arguments
@@ -81,7 +82,7 @@ let openDocuments = arguments.firstIndex(of: "--open-docs").flatMap {
 }
 
 /// The server: COUCHDB_URL, or a TestServer in a child process.
-let child: Process?
+let child: ChildProcess?
 let serverURL: URL
 let username: String
 let password: String
@@ -103,12 +104,12 @@ if let raw = environment["COUCHDB_URL"], let url = URL(string: raw) {
     username = "admin"
     password = "password"
 }
-defer { child?.terminate() }
+defer { child?.signal(SIGTERM) }
 
 if arguments.contains("--urlsession-study") {
     print("Driving URLSession: client CPU per PUT+GET pair, \(MachineDescription.current())")
     try await URLSessionStudy.run(base: serverURL, username: username, password: password, quick: quick)
-    child?.terminate()
+    child?.signal(SIGTERM)
     exit(0)
 }
 

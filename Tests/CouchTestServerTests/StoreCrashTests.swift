@@ -1,5 +1,6 @@
 import CouchQuery
 import Foundation
+import ProcessSpawn
 import Testing
 
 @testable import CouchStore
@@ -111,22 +112,18 @@ import Testing
 
     /// Runs the child writer until `killAfter` seconds passed, kills it with SIGKILL, and returns what it printed.
     private static func runChild(dir: URL, round: Int, killAfter: Double) throws -> [String] {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-        process.arguments = ["--testing-library", "swift-testing", "--filter", "storeCrashChild"]
         var environment = ProcessInfo.processInfo.environment
         environment[Self.childVariable] = dir.path
         environment["SWIFTCOUCH_STORE_CRASH_ROUND"] = String(round)
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess(
+            executable: URL(fileURLWithPath: CommandLine.arguments[0]),
+            arguments: ["--testing-library", "swift-testing", "--filter", "storeCrashChild"], environment: environment,
+            standardError: .discard)
         // Kill only once the child is writing (its first acknowledgement), then after a random time.
         let collected = Collected()
         let reader = Thread {
             while true {
-                let chunk = output.fileHandleForReading.availableData
+                let chunk = process.readChunk()
                 if chunk.isEmpty { break }
                 collected.append(chunk)
             }
@@ -138,8 +135,8 @@ import Testing
             Thread.sleep(forTimeInterval: 0.01)
         }
         Thread.sleep(forTimeInterval: killAfter)
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        process.signal(SIGKILL)
+        process.wait()
         collected.waitUntilFinished()
         return collected.text.split(separator: "\n").map(String.init)
     }

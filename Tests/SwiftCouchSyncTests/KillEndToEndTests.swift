@@ -1,5 +1,6 @@
 import CouchTestServer
 import Foundation
+import ProcessSpawn
 import SwiftCouch
 import SwiftCouchStore
 import SwiftCouchSync
@@ -126,21 +127,17 @@ import Testing
     /// Runs the child replication, kills it `killAfter.delay` seconds after its `killAfter.events`-th event
     /// (unless it finished before), and returns what it printed.
     private static func runChild(_ spec: String, killAfter: (events: Int, delay: Double)) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-        process.arguments = ["--testing-library", "swift-testing", "--filter", "replicationKillChild"]
         var environment = ProcessInfo.processInfo.environment
         environment[childVariable] = spec
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess(
+            executable: URL(fileURLWithPath: CommandLine.arguments[0]),
+            arguments: ["--testing-library", "swift-testing", "--filter", "replicationKillChild"],
+            environment: environment, standardError: .discard)
         let text = LockedBox("")
         let readerDone = DispatchSemaphore(value: 0)
         let reader = Thread {
             while true {
-                let chunk = output.fileHandleForReading.availableData
+                let chunk = process.readChunk()
                 if chunk.isEmpty { break }
                 text.mutate { $0 += String(decoding: chunk, as: UTF8.self) }
             }
@@ -157,8 +154,8 @@ import Testing
             Thread.sleep(forTimeInterval: 0.001)
         }
         Thread.sleep(forTimeInterval: killAfter.delay)
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        process.signal(SIGKILL)
+        process.wait()
         _ = readerDone.wait(timeout: .now() + 30)
         return text.value
     }

@@ -1,5 +1,6 @@
 import CouchStore
 import Foundation
+import ProcessSpawn
 import SwiftCouch
 import Testing
 
@@ -63,27 +64,23 @@ public enum ChildProbe {
     private static func launch(filter: String, workload: String, _ extra: [String: String], deadline: Double) throws
         -> (output: Data, status: Int32, timedOut: Bool)
     {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-        process.arguments = ["--testing-library", "swift-testing", "--filter", filter]
         var environment = ProcessInfo.processInfo.environment
         environment[variable] = workload
         environment.merge(extra) { $1 }
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
+        let process = try ChildProcess(
+            executable: URL(fileURLWithPath: CommandLine.arguments[0]),
+            arguments: ["--testing-library", "swift-testing", "--filter", filter], environment: environment,
+            standardError: .output)
         let timedOut = Locked(false)
         let watchdog = DispatchWorkItem {
             timedOut.withLock { $0 = true }
-            process.terminate()
+            process.signal(SIGTERM)
         }
         DispatchQueue.global().asyncAfter(deadline: .now() + deadline, execute: watchdog)
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let data = process.readToEnd()
+        let status = process.wait()
         watchdog.cancel()
-        return (data, process.terminationStatus, timedOut.withLock { $0 })
+        return (data, status, timedOut.withLock { $0 })
     }
 
     private static func parse(_ output: Data) -> [String: Int64] {
