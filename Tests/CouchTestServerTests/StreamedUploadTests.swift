@@ -496,6 +496,12 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
             let range = try connection.request(
                 method: "GET", target: "/db/a/f.bin", headers: headers([("Range", "bytes=1000-3500000")]))
             #expect(range.status == 206 && range.body == payload[1000...3_500_000])
+            // Again, now from buffers the first downloads gave back to the pool (and kept at most `keep`).
+            for _ in 0..<3 {
+                let again = try connection.request(method: "GET", target: "/db/a/f.bin", headers: headers())
+                #expect(again.body == payload)
+            }
+            #expect(ReadBufferPool.chunks.idleCount <= ReadBufferPool.chunks.keep)
         }
         // The third chunk damaged on disk.
         let url = DataDirectory(root: dir).fileURL(for: "db")
@@ -529,6 +535,47 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
         budget.give(15)
         budget.give(5)
         #expect(budget.take(Int.max) == 20)
+    }
+
+    /// Read buffers are reused once released, never while a `Data` still holds them, and at most `keep` stay idle.
+    @Test func readBuffersAreReusedOnlyOnceReleased() throws {
+        let pool = ReadBufferPool(size: 64, keep: 2)
+        #expect(pool.take(65) == nil)
+        let first = try #require(pool.take(64))
+        let second = try #require(pool.take(10))
+        #expect(first != second)
+        pool.give(first)
+        #expect(pool.take(1) == first)
+        let third = try #require(pool.take(64))
+        for buffer in [first, second, third] { pool.give(buffer) }
+        #expect(pool.idleCount == 2)  // the third was freed
+
+        // Through a file: a chunk read into a pooled buffer keeps its bytes while it is held.
+        let dir = makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let payload = randomPayload(3 * StoreFile.blobChunkSize)
+        let engine = try ServerEngine(options: testOptions(dir))
+        defer { engine.close() }
+        engine.send("PUT", "/db")
+        engine.send("PUT", "/db/a/f.bin", body: payload, headers: [("Content-Type", "application/octet-stream")])
+        let db = try #require(engine.store.database(named: "db"))
+        let attachment = try #require(db.withLock { db.docs["a"]?.winner?.atts.first })
+        guard case .stored(let blob) = attachment.bytes else {
+            Issue.record("the attachment is not in the file")
+            return
+        }
+        let digest = attachment.digest
+        let chunks = ReadBufferPool(size: StoreFile.blobChunkSize + 512, keep: 1)
+        var held = try blob.chunk(0, digest: digest, buffers: chunks)
+        let other = try blob.chunk(1, digest: digest, buffers: chunks)
+        #expect(held == payload.prefix(StoreFile.blobChunkSize))
+        held = try blob.chunk(2, digest: digest, buffers: chunks)  // the first chunk's buffer is given back
+        #expect(chunks.idleCount == 1)
+        let reread = try blob.chunk(0, digest: digest, buffers: chunks)  // reuses it
+        #expect(chunks.idleCount == 0)
+        #expect(reread == payload.prefix(StoreFile.blobChunkSize))
+        #expect(other == payload.dropFirst(StoreFile.blobChunkSize).prefix(StoreFile.blobChunkSize))
+        #expect(held == payload.suffix(StoreFile.blobChunkSize))
     }
 
     @Test func aWrongContentMD5IsAcceptedAsCouchDB35AcceptsIt() throws {

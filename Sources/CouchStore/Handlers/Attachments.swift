@@ -113,6 +113,8 @@ extension CouchEngine {
             let spanned = end / size - firstIndex + 1
             let extra = GatheredChunks.budget.take(min(writer.preferredWriteSize / size, spanned) - 1)
             defer { GatheredChunks.budget.give(extra) }
+            // Gathered chunks are read into buffers kept from one download to the next.
+            let buffers = extra > 0 ? ReadBufferPool.chunks : nil
             var index = firstIndex
             var chunk = firstChunk
             var done = false
@@ -132,7 +134,7 @@ extension CouchEngine {
                     pieces.append(piece)
                     index += 1
                     // A damaged chunk ends the body short of its Content-Length: the client sees it cut off.
-                    guard index * size <= end, let next = try? blob.chunk(index, digest: digest)
+                    guard index * size <= end, let next = try? blob.chunk(index, digest: digest, buffers: buffers)
                     else {
                         done = true
                         break
@@ -305,13 +307,14 @@ extension StoredBlob {
     /// blob's ``tag`` when it has one), checksum verified. Every chunk
     /// but the last holds `StoreFile.blobChunkSize` bytes (as `Database.storeNodes` writes them); a chunk of another
     /// size, or of another attachment, is reported as damage.
-    func chunk(_ index: Int, digest: String) throws(StoreFileError) -> Data {
+    /// - Parameter buffers: where the chunk's buffer comes from (see ``ReadBufferPool``); nil: its own.
+    func chunk(_ index: Int, digest: String, buffers: ReadBufferPool? = nil) throws(StoreFileError) -> Data {
         let name = file.url.lastPathComponent
         guard chunks.indices.contains(index) else {
             throw StoreFileError(description: "\(name): an attachment has no chunk \(index)")
         }
         // Read as Data and sliced, not copied: a download sends these bytes as they were read.
-        let (kind, payload) = try file.readData(at: chunks[index])
+        let (kind, payload) = try file.readData(at: chunks[index], buffers: buffers)
         guard kind == .blob, let digestLength = payload.first, payload.count > Int(digestLength),
             payload.dropFirst().prefix(Int(digestLength)).elementsEqual((tag ?? digest).utf8.prefix(255))
         else {
