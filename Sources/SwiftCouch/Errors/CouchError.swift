@@ -68,7 +68,8 @@ public struct CouchError: Error, Sendable, CustomStringConvertible, CustomDebugS
     /// `429 Too Many Requests` or `503 Service Unavailable` after SwiftCouch's own retries ran out,
     /// typically. Nil when there was no response, no header, or a header that is not a time to wait
     /// (`nan`, `-5`, text that is neither a number nor a date); a date already past is 0; anything
-    /// longer than ``maximumRetryAfter`` is cut to it. Never a secret: it is a number.
+    /// longer than ``maximumRetryAfter`` is cut to it. Never a secret: it is a number, and
+    /// ``description`` ends with it ("the server asked to wait 30 s before trying again").
     public var retryAfter: TimeInterval?
 
     /// The longest ``retryAfter`` kept from a response (a day): a server asking for more is
@@ -194,6 +195,12 @@ public struct CouchError: Error, Sendable, CustomStringConvertible, CustomDebugS
     public var description: String {
         var text = "CouchError.\(kind): \(message)"
         if let method, let path { text += " (\(method) \(path))" }
+        if let retryAfter {
+            // The property is public and settable: any Double, so only a whole one in range becomes an Int.
+            let whole = retryAfter.isFinite && retryAfter.rounded() == retryAfter && abs(retryAfter) < 1e15
+            let seconds = whole ? String(Int(retryAfter)) : String(format: "%.1f", retryAfter)
+            text += "; the server asked to wait \(seconds) s before trying again"
+        }
         return text
     }
 

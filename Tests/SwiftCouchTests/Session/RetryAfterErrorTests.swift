@@ -33,6 +33,7 @@ struct RetryAfterErrorTests {
         let error = try #require(Self.tooManyRequests(retryAfter: "7"))
         #expect(error.statusCode == 429)
         #expect(error.retryAfter == 7)
+        #expect(error.description.hasSuffix("; the server asked to wait 7 s before trying again"), "\(error)")
         #expect(!error.description.contains("Retry-After"))
     }
 
@@ -41,6 +42,7 @@ struct RetryAfterErrorTests {
         let future = try #require(Self.tooManyRequests(retryAfter: Self.httpDate(Date().addingTimeInterval(120))))
         let wait = try #require(future.retryAfter)
         #expect(wait > 100 && wait <= 120, "\(wait)")
+        #expect(future.description.contains("; the server asked to wait 1"), "\(future)")
         let past = try #require(Self.tooManyRequests(retryAfter: Self.httpDate(Date().addingTimeInterval(-600))))
         #expect(past.retryAfter == 0)
     }
@@ -55,7 +57,22 @@ struct RetryAfterErrorTests {
         let error = try #require(Self.tooManyRequests(retryAfter: header))
         #expect(error.statusCode == 429)
         #expect(error.retryAfter == expected, "Retry-After: \(header)")
+        #expect(error.description.contains("asked to wait") == (expected != nil), "\(error)")
+        if expected == 86_400 { #expect(error.description.contains("wait 86400 s"), "\(error)") }
         #expect(CouchError.maximumRetryAfter == 86_400)
+    }
+
+    @Test("The description says how long the server asked to wait, whatever the value (it is settable)")
+    func described() {
+        var error = CouchError.validation("bad")
+        #expect(!error.description.contains("wait"))
+        for (value, text) in [
+            (2.5, "wait 2.5 s"), (0, "wait 0 s"), (.infinity, "wait inf s"), (-.infinity, "wait -inf s"),
+            (.nan, "wait nan s"), (1e300, "wait 1000000"), (-3, "wait -3 s"),
+        ] as [(Double, String)] {
+            error.retryAfter = value
+            #expect(error.description.contains(text), "\(value): \(error.description.prefix(120))")
+        }
     }
 
     @Test("No header, no wait; an error without a response has none either")
