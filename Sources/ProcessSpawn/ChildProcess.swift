@@ -89,6 +89,17 @@ public final class ChildProcess: @unchecked Sendable {
         #endif
     }
 
+    /// This test binary again, running only the tests `filter` matches, with `environment` added to
+    /// this process's (a child test reads what it is to do from there).
+    public static func testBinary(
+        filter: String, environment: [String: String], standardError: ErrorDestination
+    ) throws -> ChildProcess {
+        try ChildProcess(
+            executable: URL(fileURLWithPath: CommandLine.arguments[0]),
+            arguments: ["--testing-library", "swift-testing", "--filter", filter],
+            environment: ProcessInfo.processInfo.environment.merging(environment) { $1 }, standardError: standardError)
+    }
+
     /// Reads the child's output until it closes it (normally when it ends).
     public func readToEnd() -> Data {
         var data = Data()

@@ -112,12 +112,9 @@ import Testing
 
     /// Runs the child writer until `killAfter` seconds passed, kills it with SIGKILL, and returns what it printed.
     private static func runChild(dir: URL, round: Int, killAfter: Double) throws -> [String] {
-        var environment = ProcessInfo.processInfo.environment
-        environment[Self.childVariable] = dir.path
-        environment["SWIFTCOUCH_STORE_CRASH_ROUND"] = String(round)
-        let process = try ChildProcess(
-            executable: URL(fileURLWithPath: CommandLine.arguments[0]),
-            arguments: ["--testing-library", "swift-testing", "--filter", "storeCrashChild"], environment: environment,
+        let process = try ChildProcess.testBinary(
+            filter: "storeCrashChild",
+            environment: [Self.childVariable: dir.path, "SWIFTCOUCH_STORE_CRASH_ROUND": String(round)],
             standardError: .discard)
         // Kill only once the child is writing (its first acknowledgement), then after a random time.
         let collected = Collected()

@@ -127,12 +127,8 @@ import Testing
     /// Runs the child replication, kills it `killAfter.delay` seconds after its `killAfter.events`-th event
     /// (unless it finished before), and returns what it printed.
     private static func runChild(_ spec: String, killAfter: (events: Int, delay: Double)) throws -> String {
-        var environment = ProcessInfo.processInfo.environment
-        environment[childVariable] = spec
-        let process = try ChildProcess(
-            executable: URL(fileURLWithPath: CommandLine.arguments[0]),
-            arguments: ["--testing-library", "swift-testing", "--filter", "replicationKillChild"],
-            environment: environment, standardError: .discard)
+        let process = try ChildProcess.testBinary(
+            filter: "replicationKillChild", environment: [childVariable: spec], standardError: .discard)
         let text = LockedBox("")
         let readerDone = DispatchSemaphore(value: 0)
         let reader = Thread {

@@ -64,13 +64,8 @@ public enum ChildProbe {
     private static func launch(filter: String, workload: String, _ extra: [String: String], deadline: Double) throws
         -> (output: Data, status: Int32, timedOut: Bool)
     {
-        var environment = ProcessInfo.processInfo.environment
-        environment[variable] = workload
-        environment.merge(extra) { $1 }
-        let process = try ChildProcess(
-            executable: URL(fileURLWithPath: CommandLine.arguments[0]),
-            arguments: ["--testing-library", "swift-testing", "--filter", filter], environment: environment,
-            standardError: .output)
+        let process = try ChildProcess.testBinary(
+            filter: filter, environment: [variable: workload].merging(extra) { $1 }, standardError: .output)
         let timedOut = Locked(false)
         let watchdog = DispatchWorkItem {
             timedOut.withLock { $0 = true }
