@@ -1,5 +1,6 @@
 import Foundation
 @testable import SwiftCouch
+import SwiftCouchTestSupport
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -9,7 +10,7 @@ import Testing
 /// Issue 24 over ``URLSessionTransport``: peers that trickle, stall in interim responses, send
 /// without end, or send a compressed body cut short. Each answer is scripted byte by byte by a
 /// ``RawResponder``; every call must end within its bounds with an error that says what happened.
-@Suite("URLSessionTransport: deadlines, memory bounds, compressed and truncated bodies")
+@Suite("URLSessionTransport: deadlines, memory bounds, compressed and truncated bodies", .timingSensitive)
 struct URLSessionTransportBoundsTests {
     // MARK: Deadline
 
