@@ -70,8 +70,11 @@ let package = Package(
         // TestServer) and the child-process memory probes.
         .target(
             name: "SwiftCouchTestSupport",
-            dependencies: ["SwiftCouch", "CouchStore", "CouchTestServer", "ProcessSpawn"],
+            dependencies: ["SwiftCouch", "CouchStore", "CouchTestServer", "ProcessSpawn", "TestScheduling"],
             path: "Tests/SwiftCouchTestSupport"),
+        // How tests share the machine: the LoadGate, threads off the cooperative pool for blocking
+        // and busy suites, and a clock that does not count a stalled pool. Foundation and Testing only.
+        .target(name: "TestScheduling", path: "Tests/TestScheduling"),
         .testTarget(
             name: "SwiftCouchTests",
             dependencies: ["SwiftCouch", "SwiftCouchTesting", "CouchGzip", "SwiftCouchTestSupport"],
@@ -86,7 +89,10 @@ let package = Package(
             path: "Tests/SwiftCouchStoreTests"),
         .testTarget(
             name: "CouchTestServerTests",
-            dependencies: ["CouchTestServer", "CouchStore", "CouchQuery", "HTTPWire", "CouchGzip", "ProcessSpawn"],
+            dependencies: [
+                "CouchTestServer", "CouchStore", "CouchQuery", "HTTPWire", "CouchGzip", "ProcessSpawn",
+                "TestScheduling",
+            ],
             path: "Tests/CouchTestServerTests", exclude: ["Fixtures"]),
         // The Swift snippets of README.md and the DocC articles, compiled (never run).
         .testTarget(
@@ -100,12 +106,15 @@ let package = Package(
                 "ProcessSpawn",
             ],
             path: "Tests/SwiftCouchSyncTests"),
-        .testTarget(name: "CouchJSTests", dependencies: ["CouchJS", "CouchQuery"], path: "Tests/CouchJSTests"),
+        .testTarget(
+            name: "CouchJSTests", dependencies: ["CouchJS", "CouchQuery", "TestScheduling"], path: "Tests/CouchJSTests"),
         // CouchStore on its own, as an app uses it: no TestServer in its dependencies.
-        .testTarget(name: "CouchStoreTests", dependencies: ["CouchStore", "HTTPWire"], path: "Tests/CouchStoreTests"),
+        .testTarget(
+            name: "CouchStoreTests", dependencies: ["CouchStore", "HTTPWire", "TestScheduling"],
+            path: "Tests/CouchStoreTests"),
         .testTarget(
             name: "TestServerConformanceTests",
-            dependencies: ["CouchTestServer", "CouchStore", "CouchQuery", "HTTPWire"],
+            dependencies: ["CouchTestServer", "CouchStore", "CouchQuery", "HTTPWire", "TestScheduling"],
             path: "Tests/TestServerConformanceTests"),
     ]
 )

@@ -13,9 +13,11 @@ import SwiftCouch
 /// are removed before the engine sees them.
 final class EngineConnection: Sendable {
     private let engine: CouchEngine
-    /// Where requests wait inside the engine (a long-poll or continuous feed waits in `handle`):
-    /// threads of its own, never Swift concurrency's.
-    let queue = DispatchQueue(label: "SwiftCouchStore.engine", attributes: .concurrent)
+    /// A queue for one request, where it may wait inside the engine (a long-poll or continuous
+    /// feed waits in `handle`, a paused stream in its writer): a serial queue of its own, on
+    /// Dispatch's overcommit threads, never on the threads Swift concurrency runs tasks on
+    /// (``blockingWorkQueue(_:)`` says why a shared concurrent queue is not that).
+    func callQueue() -> DispatchQueue { blockingWorkQueue("SwiftCouchStore.engine.call") }
 
     /// Opens the engine keeping its data in `directory`.
     init(directory: URL) throws(CouchError) {
@@ -30,7 +32,7 @@ final class EngineConnection: Sendable {
         }
     }
 
-    /// Answers one request (blocking: call it on `queue`); `source`, when given, is the body the engine reads as it
+    /// Answers one request (blocking: call it on a ``callQueue()``); `source`, when given, is the body the engine reads as it
     /// goes (an attachment upload from a file), `body` is empty then.
     func handle(_ request: HTTPRequest, body: Data, source: (any RequestBodySource)? = nil) -> ServerResponse {
         var headers = request.headers
@@ -69,7 +71,7 @@ struct EngineTransport: Transport {
         let call = EngineCall()
         let limit = request.maximumResponseBodySize
         call.onFinish { completion($0) }
-        connection.queue.async { [connection] in
+        connection.callQueue().async { [connection] in
             guard !call.isCancelled else { return }
             let body: Data
             var source: (any RequestBodySource)?
@@ -108,7 +110,7 @@ struct EngineTransport: Transport {
                 receiver.complete(error: nil)
             }
         }
-        connection.queue.async { [connection] in
+        connection.callQueue().async { [connection] in
             guard !call.isCancelled else { return }
             let body: Data
             var source: (any RequestBodySource)?

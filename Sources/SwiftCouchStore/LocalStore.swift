@@ -56,7 +56,7 @@ public final class LocalStore: Sendable {
         async throws(CouchError) -> LocalStore
     {
         // Opening reads every database file: on a thread of its own, not Swift concurrency's.
-        let opened = await handedOff(on: .global()) {
+        let opened = await handedOff(on: blockingWorkQueue("SwiftCouchStore.open")) {
             Result { () throws(CouchError) in try LocalStore(directory, configuration) }
         }
         return try opened.get()
@@ -116,7 +116,9 @@ public final class LocalStore: Sendable {
     func conflictedDocumentIDs(inDatabase database: String) async throws(CouchError) -> [String] {
         let connection = self.connection
         // The engine's lock is taken on its own threads, never on Swift concurrency's.
-        let found = await handedOff(on: connection.queue) { connection.conflictedDocumentIDs(inDatabase: database) }
+        let found = await handedOff(on: connection.callQueue()) {
+            connection.conflictedDocumentIDs(inDatabase: database)
+        }
         guard let ids = found else {
             throw CouchError(
                 kind: .http, message: "HTTP 404 not_found: Database does not exist.", statusCode: 404,

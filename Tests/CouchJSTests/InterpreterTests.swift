@@ -1,9 +1,10 @@
 import CouchJS
 import CouchQuery
 import Foundation
+import TestScheduling
 import Testing
 
-@Suite struct InterpreterTests {
+@Suite(.cpuBound) struct InterpreterTests {
     func run(_ source: String) throws -> String {
         let interpreter = Interpreter()
         return try interpreter.run(source).toDisplayString()
@@ -118,7 +119,7 @@ import Testing
     }
 }
 
-@Suite struct QueryServerTests {
+@Suite(.cpuBound) struct QueryServerTests {
     @Test func mapEmitsRows() throws {
         let server = JSQueryServer()
         let map = try server.compile(
@@ -191,7 +192,7 @@ import Testing
     }
 }
 
-@Suite struct RenderingTests {
+@Suite(.cpuBound) struct RenderingTests {
     @Test func showListAndUpdate() throws {
         let server = JSQueryServer()
         let show = try server.compile("function(doc, req) { return {code: 202, json: {id: doc._id, q: req.query.q}}; }")

@@ -1,5 +1,6 @@
 import CouchQuery
 import Foundation
+import TestScheduling
 import Testing
 
 @testable import CouchJS
@@ -7,7 +8,7 @@ import Testing
 /// Interpreters and query servers let go of everything they made when they end: the reference
 /// cycles JavaScript's object graph is full of (a prototype and its `constructor`, a function and
 /// its `prototype`, a function declared inside another and the scope that binds it) are broken.
-@Suite struct MemoryTests {
+@Suite(.cpuBound) struct MemoryTests {
     /// A weak reference, to count what is still alive.
     final class Weak {
         weak var object: AnyObject?
@@ -74,7 +75,7 @@ import Testing
 
 /// While a query server lives: what each call made and left in a cycle (a helper function declared
 /// in the map function, bound in the scope it closes over) does not pile up, document after document.
-@Suite struct QueryServerCycleTests {
+@Suite(.cpuBound) struct QueryServerCycleTests {
     @Test func mappingManyDocumentsLeavesNoPileOfScopes() throws {
         let server = JSQueryServer(designDocument: MemoryTests.designDocument)
         let map = try server.compile(MemoryTests.mapSource)

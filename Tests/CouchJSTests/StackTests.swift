@@ -1,10 +1,11 @@
 import CouchJS
 import Foundation
+import TestScheduling
 import Testing
 
 /// The interpreter recurses in Swift for every JavaScript call: its depth limit must end a
 /// runaway recursion before a small thread stack (512 KiB, a Dispatch worker's) overflows.
-@Suite struct StackTests {
+@Suite(.cpuBound) struct StackTests {
     @Test func deepRecursionOnASmallStackEndsWithAnError() throws {
         let done = DispatchSemaphore(value: 0)
         let outcome = Locked<String>("")

@@ -1,11 +1,12 @@
 import CouchStore
 import Foundation
 import HTTPWire
+import TestScheduling
 import Testing
 
 /// CouchStore's engine used in-process, as an app uses it: no TestServer, no HTTP, no authentication configured. Only
 /// public API (no `@testable`).
-@Suite struct EmbeddedEngineTests {
+@Suite(.ownThreads) struct EmbeddedEngineTests {
     /// One request to the engine; the answer's status and body parsed as JSON (nil when empty).
     struct Answer {
         var status: Int

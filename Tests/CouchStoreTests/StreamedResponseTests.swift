@@ -1,10 +1,11 @@
 import CouchStore
 import Foundation
+import TestScheduling
 import Testing
 
 /// The row responses (`_all_docs`, views, `_find`, `_changes` with a limit or a filter, `_bulk_get`) are streamed a
 /// batch at a time, with the bytes they had when they were built whole.
-@Suite struct StreamedResponseTests {
+@Suite(.ownThreads) struct StreamedResponseTests {
     /// Status, body length and FNV-1a digest of every answer of ``StreamedResponseScenario/requests``, recorded by
     /// running the scenario on the engine at commit 6cc28a5, before these responses streamed.
     static let recorded: [(index: Int, status: Int, length: Int, digest: UInt64)] = [

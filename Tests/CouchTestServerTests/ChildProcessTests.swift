@@ -1,5 +1,6 @@
 import Foundation
 import ProcessSpawn
+import TestScheduling
 import Testing
 
 #if canImport(Glibc)
@@ -10,7 +11,7 @@ import Testing
 
 /// The child processes the tests and the benchmarks start (probes, writers killed mid-write, a
 /// TestServer of their own), without `Foundation.Process`, whose `run()` crashed CI on Linux.
-@Suite struct ChildProcessTests {
+@Suite(.ownThreads) struct ChildProcessTests {
     static let shell = URL(fileURLWithPath: "/bin/sh")
 
     @Test func outputErrorAndExitStatus() throws {

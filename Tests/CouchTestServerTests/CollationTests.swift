@@ -1,7 +1,8 @@
 import CouchQuery
+import TestScheduling
 import Testing
 
-@Suite("Collation")
+@Suite("Collation", .ownThreads)
 struct CollationTests {
     private func sorted(_ values: [JSON]) -> [JSON] {
         values.sorted { Collation.compare($0, $1) < 0 }

@@ -1,11 +1,12 @@
 import CouchQuery
 import Foundation
+import TestScheduling
 import Testing
 
 @testable import CouchStore
 @testable import CouchTestServer
 
-@Suite struct EngineAuthTests {
+@Suite(.ownThreads) struct EngineAuthTests {
     private func cookie(_ reply: EngineReply) -> String? {
         guard let header = reply.headers["Set-Cookie"], header.hasPrefix("AuthSession=") else { return nil }
         return header.dropFirst("AuthSession=".count).split(separator: ";", omittingEmptySubsequences: false).first.map(

@@ -1,11 +1,12 @@
 import CouchQuery
 import Foundation
+import TestScheduling
 import Testing
 
 @testable import CouchStore
 @testable import CouchTestServer
 
-@Suite struct EngineChangesTests {
+@Suite(.ownThreads) struct EngineChangesTests {
     private func seqNumber(_ json: JSON?) -> Int? {
         guard let s = json?.stringValue else { return nil }
         return SequenceToken.decode(s)
@@ -90,7 +91,7 @@ import Testing
     }
 }
 
-@Suite struct EngineLongpollHeartbeatTests {
+@Suite(.ownThreads) struct EngineLongpollHeartbeatTests {
     @Test func longpollWithHeartbeatSendsNewlinesUntilAChange() throws {
         let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")

@@ -1,11 +1,12 @@
 import CouchQuery
 import Foundation
+import TestScheduling
 import Testing
 
 @testable import CouchStore
 @testable import CouchTestServer
 
-@Suite struct EngineConcurrencyTests {
+@Suite(.ownThreads) struct EngineConcurrencyTests {
     /// 64 clients × 200 mixed operations: no write is lost, every read sees the latest revision of its own document.
     @Test func manyClientsNeverLoseWrites() throws {
         let engine = try ServerEngine(options: testOptions())

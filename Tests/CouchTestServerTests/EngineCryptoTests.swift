@@ -1,10 +1,11 @@
 import Foundation
+import TestScheduling
 import Testing
 
 @testable import CouchStore
 @testable import CouchTestServer
 
-@Suite struct EngineCryptoTests {
+@Suite(.ownThreads) struct EngineCryptoTests {
     @Test func md5KnownVectors() {
         #expect(Crypto.hex(Crypto.md5(Data())) == "d41d8cd98f00b204e9800998ecf8427e")
         #expect(

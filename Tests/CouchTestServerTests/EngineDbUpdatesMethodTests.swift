@@ -1,5 +1,6 @@
 import CouchQuery
 import Foundation
+import TestScheduling
 import Testing
 
 @testable import CouchStore
@@ -8,7 +9,7 @@ import Testing
 /// `/_db_updates` answers GET (and HEAD, which CouchDB's chttpd serves as a GET without its body)
 /// and nothing else: global_changes_httpd sends 405 with `Allow: GET` to any other method, before it
 /// checks who is asking.
-@Suite struct EngineDbUpdatesMethodTests {
+@Suite(.ownThreads) struct EngineDbUpdatesMethodTests {
     @Test func onlyGetAndHeadAreAnswered() throws {
         let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/_global_changes")

@@ -1,11 +1,12 @@
 import CouchQuery
 import Foundation
+import TestScheduling
 import Testing
 
 @testable import CouchStore
 @testable import CouchTestServer
 
-@Suite struct EngineDocumentTests {
+@Suite(.ownThreads) struct EngineDocumentTests {
     @Test func revisionsChainAndConflictsAreDetected() throws {
         let engine = try ServerEngine(options: testOptions())
         #expect(engine.send("PUT", "/db").status == 201)
@@ -177,7 +178,7 @@ import Testing
     }
 }
 
-@Suite struct EngineRevsLimitTests {
+@Suite(.ownThreads) struct EngineRevsLimitTests {
     @Test func revsLimitStemsHistory() throws {
         let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
@@ -197,7 +198,7 @@ import Testing
     }
 }
 
-@Suite struct EngineQueryViewTests {
+@Suite(.ownThreads) struct EngineQueryViewTests {
     @Test func mangoStyleViewsWithBuiltInReduces() throws {
         let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")

@@ -2,13 +2,14 @@ import CouchGzip
 import CouchQuery
 import Foundation
 import HTTPWire
+import TestScheduling
 import Testing
 
 @testable import CouchStore
 @testable import CouchTestServer
 
 /// `Content-Encoding: gzip` request bodies (CouchDB's `maybe_decompress`) and the shared inflater (CouchGzip).
-@Suite struct EngineGzipBodyTests {
+@Suite(.ownThreads) struct EngineGzipBodyTests {
     /// Python's `gzip.compress(level 9)` of a 1800-byte `_bulk_docs` body with 40 documents: dynamic Huffman blocks.
     static let zlibBulkDocs = """
         H4sIAAAAAAACA33UTUoEMRiE4asMWc8iX1WS/rmKiAt7QKGxQQcUhrm7SjZTEGrZoVbPm84tbcfrV1qfbunlfUtr2nLO6Zyul5/r39fbZd+P0/fxuW+n/+OPtOb7+WEb4230bcgW4y36FrLleMu+pWzLeFv6tsi2jre1b6ts23jb+rbJdrJmk2xnazbLdrFmy+M2sjULCRdh0ULKBaxaSLqgZQtpF8W6hcSL6i+b1Itm5ULyxeTppF/Mnk4CxuLppCCypYMURFg6SEHA0kEKgv5HlYIolg5SENXSQQqiWTpIQUyeTgpi9nRSEIunk4LMlo5SkOEfOSlIWDpKQdLSUQqyWDpKQVZLRynIZukoBTl5OinI2dNJQS6ebrk/338B/wKeNwgHAAA=
@@ -138,7 +139,7 @@ import Testing
 
 /// A `Content-Encoding: gzip` request body is held to the server's body limit as it inflates (CouchDB's
 /// `max_http_request_size`): a small body that inflates past the limit is refused 413 `too_large`.
-@Suite struct GzipRequestBodyLimitTests {
+@Suite(.ownThreads) struct GzipRequestBodyLimitTests {
     static let admin = "Basic " + Data("admin:password".utf8).base64EncodedString()
 
     func put(_ c: RawHTTPConnection, _ path: String, _ body: Data, gzip: Bool) throws -> RawHTTPConnection.Response {

@@ -1,11 +1,12 @@
 import CouchGzip
 import Foundation
+import TestScheduling
 import Testing
 
 @testable import CouchStore
 @testable import CouchTestServer
 
-@Suite struct EngineGzipTests {
+@Suite(.ownThreads) struct EngineGzipTests {
     @Test func matchesZlibForShortText() {
         let text = Data("Hello, CouchDB! Hello, CouchDB! Hello, CouchDB!\n".utf8)
         let gz = ZlibCompatibleGzip.compress(text)
@@ -14,7 +15,7 @@ import Testing
     }
 }
 
-@Suite struct EngineLargeAttachmentTests {
+@Suite(.ownThreads) struct EngineLargeAttachmentTests {
     @Test func largeTextAttachmentIsStoredQuickly() throws {
         let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")

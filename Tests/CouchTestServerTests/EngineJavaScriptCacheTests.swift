@@ -1,5 +1,6 @@
 import CouchQuery
 import Foundation
+import TestScheduling
 import Testing
 
 @testable import CouchStore
@@ -7,7 +8,7 @@ import Testing
 
 /// The compiled design documents the engine keeps: one query server per design document in use,
 /// the one of a replaced revision let go of (its interpreter and everything it made with it).
-@Suite struct EngineJavaScriptCacheTests {
+@Suite(.ownThreads) struct EngineJavaScriptCacheTests {
     @Test func aReplacedDesignDocumentRevisionsQueryServerIsLetGoOf() throws {
         let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")

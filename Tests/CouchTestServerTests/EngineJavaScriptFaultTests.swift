@@ -1,6 +1,7 @@
 import CouchQuery
 import Foundation
 import HTTPWire
+import TestScheduling
 import Testing
 
 @testable import CouchStore
@@ -9,7 +10,7 @@ import Testing
 /// Hostile design documents (they arrive by replication from any server) through the engine:
 /// a function that would have trapped, hung or overflowed the stack is that document's or that
 /// request's error, and the server goes on answering (issue 24, item 4).
-@Suite struct EngineJavaScriptFaultTests {
+@Suite(.ownThreads) struct EngineJavaScriptFaultTests {
     @Test func hostileValidateDocUpdateFailsTheWriteNotTheServer() throws {
         let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")

@@ -1,11 +1,12 @@
 import CouchQuery
 import Foundation
+import TestScheduling
 import Testing
 
 @testable import CouchStore
 @testable import CouchTestServer
 
-@Suite struct EngineMultipartTests {
+@Suite(.ownThreads) struct EngineMultipartTests {
     @Test func multipartRelatedUploadAndOpenRevsWithAttachments() throws {
         let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")

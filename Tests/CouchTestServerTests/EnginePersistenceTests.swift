@@ -1,11 +1,12 @@
 import CouchQuery
 import Foundation
+import TestScheduling
 import Testing
 
 @testable import CouchStore
 @testable import CouchTestServer
 
-@Suite struct EnginePersistenceTests {
+@Suite(.ownThreads) struct EnginePersistenceTests {
     @Test func restartKeepsEverything() throws {
         let dir = makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }

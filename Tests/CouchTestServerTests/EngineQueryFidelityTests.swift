@@ -1,13 +1,14 @@
 import CouchQuery
 import Foundation
 import HTTPWire
+import TestScheduling
 import Testing
 
 @testable import CouchStore
 @testable import CouchTestServer
 
 /// Differences from CouchDB 3.5 that other clients' test suites found (issue 25, item 5).
-@Suite struct EngineQueryFidelityTests {
+@Suite(.ownThreads) struct EngineQueryFidelityTests {
     private func engineWithNames() throws -> ServerEngine {
         let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")

@@ -2,6 +2,7 @@ import CouchGzip
 import CouchQuery
 import Foundation
 import HTTPWire
+import TestScheduling
 import Testing
 
 @testable import CouchStore
@@ -9,7 +10,7 @@ import Testing
 
 /// What CouchDB's replicator pushes into a target (`new_edits=false`, attachments gzip-encoded in
 /// `multipart/related`), and what the target answers about it afterwards, as CouchDB 3.5 does.
-@Suite struct EngineReplicationFidelityTests {
+@Suite(.ownThreads) struct EngineReplicationFidelityTests {
     /// A text attachment as a source CouchDB holds it: the text, and the gzip bytes it stores and sends.
     /// `level: .fastest` makes gzip bytes that differ from the engine's own compression, so the tests
     /// see whether the engine keeps the sender's bytes and digest or makes its own.

@@ -1,11 +1,12 @@
 import CouchQuery
 import Foundation
+import TestScheduling
 import Testing
 
 @testable import CouchStore
 @testable import CouchTestServer
 
-@Suite struct EngineReplicationTests {
+@Suite(.ownThreads) struct EngineReplicationTests {
     /// Polls `condition` for up to `seconds` (the replicator works in the background).
     private func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)

@@ -1,11 +1,12 @@
 import CouchQuery
 import Foundation
+import TestScheduling
 import Testing
 
 @testable import CouchStore
 @testable import CouchTestServer
 
-@Suite struct EngineServerTests {
+@Suite(.ownThreads) struct EngineServerTests {
     @Test func nodeConfigurationRoundTrip() throws {
         let engine = try ServerEngine(options: testOptions())
         #expect(engine.send("GET", "/_node/_local").json["name"] == "couchdb@127.0.0.1")

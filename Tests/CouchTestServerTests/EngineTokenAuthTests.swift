@@ -1,12 +1,13 @@
 import CouchQuery
 import Foundation
+import TestScheduling
 import Testing
 
 @testable import CouchStore
 @testable import CouchTestServer
 
 /// The IAM-style token endpoint, opaque bearer tokens and HS256 JWTs (CouchDB's `[jwt_auth]`).
-@Suite struct EngineTokenAuthTests {
+@Suite(.ownThreads) struct EngineTokenAuthTests {
     static let apiKeyForm = "grant_type=urn%3Aibm%3Aparams%3Aoauth%3Agrant-type%3Aapikey&apikey="
 
     func makeEngine(lifetime: Int = 3600, jwtSecret: String? = nil, keys: Bool = true) throws -> ServerEngine {

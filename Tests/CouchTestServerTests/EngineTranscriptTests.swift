@@ -1,6 +1,7 @@
 import CouchQuery
 import Foundation
 import HTTPWire
+import TestScheduling
 import Testing
 
 @testable import CouchStore
@@ -300,7 +301,7 @@ final class CollectingWriter: ChunkWriter, @unchecked Sendable {
     }
 }
 
-@Suite(.serialized) struct EngineTranscriptTests {
+@Suite(.serialized, .ownThreads) struct EngineTranscriptTests {
     /// Steps that need a JavaScript engine (or numbers we cannot reproduce).
     static let expectedDifferences: Set<String> = [
         "views/s05", "views/s06", "views/s08", "views/s09", "views/s10", "views/s12", "views/s13",

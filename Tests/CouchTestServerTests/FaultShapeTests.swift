@@ -2,11 +2,12 @@ import CouchQuery
 import CouchTestServer
 import Foundation
 import HTTPWire
+import TestScheduling
 import Testing
 
 /// The fault shapes real servers and proxies produce: a reply and then a close without notice,
 /// idle connections closed, a write done without an answer, a slow head, a redirect elsewhere.
-@Suite("Faults: shapes of real servers and proxies")
+@Suite("Faults: shapes of real servers and proxies", .ownThreads)
 struct FaultShapeTests {
     let handler = HTTPTestEchoHandler()
 

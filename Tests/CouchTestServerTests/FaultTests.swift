@@ -2,9 +2,10 @@ import CouchQuery
 import CouchTestServer
 import Foundation
 import HTTPWire
+import TestScheduling
 import Testing
 
-@Suite("Faults")
+@Suite("Faults", .ownThreads)
 struct FaultTests {
     let handler = HTTPTestEchoHandler()
 

@@ -2,6 +2,7 @@ import CouchQuery
 import CouchTestServer
 import Foundation
 import HTTPWire
+import TestScheduling
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -138,7 +139,7 @@ func httpTestJSON(_ response: RawHTTPConnection.Response) throws -> JSON {
     try JSON.parse(response.body)
 }
 
-@Suite("HTTP server")
+@Suite("HTTP server", .ownThreads)
 struct HTTPServerTests {
     let handler = HTTPTestEchoHandler()
 

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPWire
+import TestScheduling
 import Testing
 
 /// A flattened, comparable view of decoded parts: heads as text, bodies concatenated per message.
@@ -91,7 +92,7 @@ private func splits(_ data: Data) -> [[Data]] {
     return all
 }
 
-@Suite("HTTPWire")
+@Suite("HTTPWire", .ownThreads)
 struct HTTPWireTests {
     static let pipelinedRequests = bytes(
         "PUT /db/doc?batch=ok HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\nContent-Type: application/json\r\n\r\n{\"a\":\"bcd\"}"

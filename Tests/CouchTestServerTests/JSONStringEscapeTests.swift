@@ -1,10 +1,11 @@
 import CouchQuery
 import Foundation
+import TestScheduling
 import Testing
 
 /// `JSON.serialized` escapes strings as CouchDB does (`"`, `\`, the named controls, other controls as
 /// `\u00XX`, everything else as it is), whatever surrounds the characters that need an escape.
-@Suite struct JSONStringEscapeTests {
+@Suite(.ownThreads) struct JSONStringEscapeTests {
     /// The escaping spelled out one scalar at a time: what the output must be.
     static func reference(_ s: String) -> String {
         var out = "\""

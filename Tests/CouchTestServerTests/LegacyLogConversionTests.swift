@@ -1,5 +1,6 @@
 import CouchQuery
 import Foundation
+import TestScheduling
 import Testing
 
 @testable import CouchStore
@@ -13,7 +14,7 @@ import Testing
 /// `new_edits=false`, attachments (one added by a later revision, then both kept as stubs), `_local` documents
 /// (one deleted), `_security`, `_revs_limit`, a purge, a design document, a compaction and a write after it;
 /// `expected.json` is what that server answered to each path listed in it.
-@Suite struct LegacyLogConversionTests {
+@Suite(.ownThreads) struct LegacyLogConversionTests {
     static let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("Fixtures/legacy-log")
 

@@ -1,5 +1,6 @@
 import CouchQuery
 import Foundation
+import TestScheduling
 import Testing
 
 /// Documents of the `mango` transcript scenario (mango.json s02), with revisions.
@@ -69,7 +70,7 @@ private func ageIndexDDoc() throws -> JSON {
     return try #require(created.designDocumentToSave).setting("_rev", "1-aaaa")
 }
 
-@Suite("Mango selectors")
+@Suite("Mango selectors", .ownThreads)
 struct MangoSelectorTests {
     private func matches(_ selector: String, _ doc: String) throws -> Bool {
         try MangoSelector(parse(selector)).matches(parse(doc))
@@ -179,7 +180,7 @@ struct MangoSelectorTests {
     }
 }
 
-@Suite("Mango find, indexes and explain")
+@Suite("Mango find, indexes and explain", .ownThreads)
 struct MangoTests {
     @Test("mango.json s03–s12: queries without an index")
     func transcriptQueriesWithoutIndex() throws {

@@ -1,5 +1,6 @@
 import CouchQuery
 import Foundation
+import TestScheduling
 import Testing
 
 @testable import CouchStore
@@ -7,7 +8,7 @@ import Testing
 
 /// The TestServer gives the revision ids CouchDB 3.5.0 gave for the same writes (recorded in
 /// `../shared/couchdb-transcripts`: documents.json, changes.json, attachments.json).
-@Suite struct RevisionIDTests {
+@Suite(.ownThreads) struct RevisionIDTests {
     @Test func documentWritesGiveCouchDBsRevisions() throws {
         let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/tx_docs")
@@ -103,7 +104,7 @@ import Testing
 }
 
 /// Differences a client meets without JavaScript, now as CouchDB 3.5 behaves.
-@Suite struct EngineFidelityTests {
+@Suite(.ownThreads) struct EngineFidelityTests {
     @Test func malformedRevisionIs400EvenForAMissingDocument() throws {
         let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")
@@ -138,7 +139,7 @@ import Testing
     }
 }
 
-@Suite struct SystemDatabaseTests {
+@Suite(.ownThreads) struct SystemDatabaseTests {
     @Test func usersHasItsAuthDesignDocument() throws {
         let engine = try ServerEngine(options: testOptions())
         let ddoc = engine.send("GET", "/_users/_design/_auth").json
@@ -152,7 +153,7 @@ import Testing
     }
 }
 
-@Suite struct DesignInfoTests {
+@Suite(.ownThreads) struct DesignInfoTests {
     /// chttpd_view:handle_temp_view_req answers every method 410 gone (after the database is opened).
     @Test func temporaryViewsAreGone() throws {
         let engine = try ServerEngine(options: testOptions())
@@ -182,7 +183,7 @@ import Testing
 }
 
 /// JavaScript in design documents, run as CouchDB runs it.
-@Suite struct EngineJavaScriptTests {
+@Suite(.ownThreads) struct EngineJavaScriptTests {
     @Test func designDocumentsWhoseFunctionsDoNotCompileAreRefused() throws {
         let engine = try ServerEngine(options: testOptions())
         engine.send("PUT", "/db")

@@ -1,12 +1,13 @@
 import Foundation
 import HTTPWire
+import TestScheduling
 import Testing
 
 @testable import CouchStore
 
 /// `ServerRequest` decodes a path segment or query part only when it holds a `%` or a `+` (Foundation's decoding is
 /// skipped for the others): the answers are those of decoding every part.
-@Suite struct ServerRequestDecodingTests {
+@Suite(.ownThreads) struct ServerRequestDecodingTests {
     private func request(_ path: String, _ query: String?) -> ServerRequest {
         ServerRequest(method: "GET", rawPath: path, rawQuery: query, headers: HTTPHeaders(), body: Data())
     }

@@ -1,6 +1,7 @@
 import CouchQuery
 import Foundation
 import ProcessSpawn
+import TestScheduling
 import Testing
 
 @testable import CouchStore
@@ -16,7 +17,7 @@ import Testing
 /// `_local` documents, deletions) while compacting, and is killed with SIGKILL at a random moment;
 /// the database is reopened and every write the child saw acknowledged must be there, whole.
 /// `SWIFTCOUCH_CRASH_ROUNDS` sets the number of kills (CI runs a reduced count).
-@Suite struct StoreCrashTests {
+@Suite(.ownThreads) struct StoreCrashTests {
     static let childVariable = "SWIFTCOUCH_STORE_CRASH_CHILD"
 
     /// The body every write of document `id` at version `v` has, so any version found can be checked whole.

@@ -1,6 +1,7 @@
 import CouchQuery
 import Foundation
 import HTTPWire
+import TestScheduling
 import Testing
 
 @testable import CouchStore
@@ -8,7 +9,7 @@ import Testing
 
 /// The storage layer: the record format, recovery from a torn end, corruption, one sync per request,
 /// bodies read from disk, and compaction to a new file.
-@Suite struct StoreFileTests {
+@Suite(.ownThreads) struct StoreFileTests {
     /// The single database file of `db` in a data directory.
     private func fileURL(_ dir: URL, _ db: String) -> URL {
         DataDirectory(root: dir).fileURL(for: db)
@@ -275,7 +276,7 @@ import Testing
 }
 
 /// The index snapshot beside a database file: opening from it gives what reading the whole file gives.
-@Suite struct IndexSnapshotTests {
+@Suite(.ownThreads) struct IndexSnapshotTests {
     /// Everything a client can see of database `db`, for comparing two opens.
     private func view(_ engine: ServerEngine) -> [JSON] {
         [
@@ -367,7 +368,7 @@ import Testing
 
 /// A whole normal `_changes` feed is sent as it is read, a batch at a time, and says what the feed
 /// built whole says.
-@Suite struct StreamedChangesFeedTests {
+@Suite(.ownThreads) struct StreamedChangesFeedTests {
     @Test func aWholeFeedStreamsTheSameRowsAsTheFeedBuiltWhole() throws {
         let engine = try ServerEngine(options: testOptions(makeTemporaryDirectory()))
         engine.send("PUT", "/db")
@@ -394,7 +395,7 @@ import Testing
 }
 
 /// A compaction swapping the file in while an attachment is streamed out does not disturb the download.
-@Suite struct CompactionDuringReadTests {
+@Suite(.ownThreads) struct CompactionDuringReadTests {
     final class CompactingWriter: ChunkWriter, @unchecked Sendable {
         // @unchecked: written only by the one producer that runs synchronously in the test.
         var data = Data()
@@ -439,7 +440,7 @@ import Testing
 
 /// A document record names a parent inside the same record by its place (`pi`), and one outside it (a stemmed
 /// tree's) by its revision (`p`); records written before `pi` existed (every parent a `p`) still read the same.
-@Suite struct DocumentRecordParentTests {
+@Suite(.ownThreads) struct DocumentRecordParentTests {
     @Test func parentsAreWrittenByPlaceAndReadBackEitherWay() throws {
         let dir = makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -2,6 +2,7 @@ import CouchGzip
 import CouchQuery
 import Foundation
 import HTTPWire
+import TestScheduling
 import Testing
 
 @testable import CouchStore
@@ -30,7 +31,7 @@ private final class ChunkRecorder: ChunkWriter, @unchecked Sendable {
 
 /// A stored attachment is answered from the database's file chunk by chunk (`GET /db/doc/att`, ranges, gzip, `HEAD`),
 /// with its `Content-Length`, and never read whole.
-@Suite struct StoredAttachmentStreamTests {
+@Suite(.ownThreads) struct StoredAttachmentStreamTests {
     private static let chunkSize = StoreFile.blobChunkSize
 
     /// The chunks of a streamed body; an issue when the body is not streamed.

@@ -1,5 +1,6 @@
 import CouchQuery
 import Foundation
+import TestScheduling
 import Testing
 
 @testable import CouchStore
@@ -7,7 +8,7 @@ import Testing
 
 /// Responses copy a stored body's text from the file instead of parsing and serialising it again: the
 /// text must be exactly what the JSON form renders, for every body and every rendering option.
-@Suite struct StoredBodyTextTests {
+@Suite(.ownThreads) struct StoredBodyTextTests {
     /// Values whose text holds everything a scan for an element's end could trip on.
     static let awkwardValues: [JSON] = [
         .null, true, false, .int(0), .int(-42), .int(Int64.max), .double(1.0), .double(-2.5e-7), .double(1e21),

@@ -2,6 +2,7 @@ import CouchGzip
 import CouchQuery
 import Foundation
 import HTTPWire
+import TestScheduling
 import Testing
 
 @testable import CouchStore
@@ -47,7 +48,7 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
 /// A standalone attachment upload whose body is a stream (`ServerRequest.bodySource`, as the TestServer's HTTP server
 /// and the in-process transport hand it over) is written to the database's file chunk by chunk as it is read, its
 /// digest computed on the way, and committed only once the whole body arrived.
-@Suite struct StreamedUploadTests {
+@Suite(.ownThreads) struct StreamedUploadTests {
     private func upload(
         _ engine: ServerEngine, _ path: String, _ source: any RequestBodySource,
         contentType: String = "application/octet-stream"
@@ -259,7 +260,7 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
 
 /// A `multipart/related` document upload (what CouchDB's replicator sends) whose body is a stream: the JSON part is
 /// read whole, each attachment part written to the file as it is read (a gzip-encoded one decoded on the way).
-@Suite struct StreamedMultipartTests {
+@Suite(.ownThreads) struct StreamedMultipartTests {
     /// The body CouchDB's replicator sends: the document with `follows` stubs, then one part per attachment.
     private func multipart(_ doc: JSON, _ parts: [(name: String, type: String, bytes: Data, gzip: Bool)]) -> Data {
         var body = Data("--B1\r\nContent-Type: application/json\r\n\r\n".utf8)
@@ -429,7 +430,7 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
 }
 
 /// Uploads through the TestServer's HTTP server: the body is read from the socket as the engine writes it.
-@Suite struct StreamedUploadHTTPTests {
+@Suite(.ownThreads) struct StreamedUploadHTTPTests {
     private func headers(_ extra: [(String, String)] = []) -> HTTPHeaders {
         var headers = HTTPHeaders()
         headers.add("Authorization", "Basic " + Data("admin:password".utf8).base64EncodedString())

@@ -1,12 +1,13 @@
 import CouchQuery
 import Foundation
 import HTTPWire
+import TestScheduling
 import Testing
 
 @testable import CouchStore
 @testable import CouchTestServer
 
-@Suite("TestServer facade")
+@Suite("TestServer facade", .ownThreads)
 struct TestServerFacadeTests {
     @Test func startsOnAnEphemeralPortWithDefaults() throws {
         let server = try TestServer.start()

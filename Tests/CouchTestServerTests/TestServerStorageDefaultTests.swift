@@ -1,5 +1,6 @@
 import CouchQuery
 import Foundation
+import TestScheduling
 import Testing
 
 @testable import CouchStore
@@ -7,7 +8,7 @@ import Testing
 
 /// A TestServer (and `ServerEngine`) without a data directory keeps every database in a file, in a private
 /// temporary directory removed when it stops.
-@Suite struct TestServerStorageDefaultTests {
+@Suite(.ownThreads) struct TestServerStorageDefaultTests {
     @Test func withoutADataDirectoryDatabasesLiveInAPrivateTemporaryDirectory() throws {
         let engine = try ServerEngine(options: testOptions())
         let directory = try #require(engine.storageDirectory)

@@ -1,3 +1,4 @@
+import Foundation
 import SwiftCouchTestSupport
 import Testing
 
@@ -52,5 +53,91 @@ struct LoadGateTests {
         #expect(await gate.occupancy.timingSensitive == 2)
         await gate.leaveTimingSensitive()
         await gate.leaveTimingSensitive()
+    }
+}
+
+/// The clock that timing-sensitive bounds count in: stalls of the whole thread pool are not counted,
+/// up to a limit, and a body that never ends is still cut off.
+@Suite("SchedulerClock: bounds that a stalled thread pool moves, and only so far")
+struct SchedulerClockTests {
+    @Test("Punctual ticks all count; a late tick counts only its slack; forgiveness stops at the maximum")
+    func ledgerArithmetic() {
+        let clock = SchedulerClock(tick: .milliseconds(50), slack: .milliseconds(100), maximumForgiven: .seconds(1))
+        var ledger = SchedulerClock.Ledger(clock: clock)
+        #expect(ledger.nextStep(toward: .milliseconds(120)) == .milliseconds(50))
+        ledger.record(step: .milliseconds(50), took: .milliseconds(60))  // 10 ms late: ordinary
+        #expect(ledger.counted == .milliseconds(60))
+        #expect(ledger.forgiven == .zero)
+        #expect(ledger.nextStep(toward: .milliseconds(120)) == .milliseconds(50))
+        ledger.record(step: .milliseconds(50), took: .milliseconds(150))  // exactly the slack late: counted
+        #expect(ledger.counted == .milliseconds(210))
+        #expect(ledger.nextStep(toward: .milliseconds(120)) == nil)
+
+        var stalled = SchedulerClock.Ledger(clock: clock)
+        stalled.record(step: .milliseconds(50), took: .milliseconds(750))  // a 700 ms stall: not counted
+        #expect(stalled.counted == .milliseconds(50))
+        #expect(stalled.forgiven == .milliseconds(700))
+        stalled.record(step: .milliseconds(50), took: .milliseconds(850))  // only 300 ms more is forgiven
+        #expect(stalled.forgiven == .seconds(1))
+        #expect(stalled.counted == .milliseconds(50) + .milliseconds(550))
+        stalled.record(step: .milliseconds(50), took: .seconds(5))  // nothing left to forgive
+        #expect(stalled.forgiven == .seconds(1))
+        #expect(stalled.counted == .milliseconds(600) + .seconds(5))
+        #expect(stalled.nextStep(toward: .seconds(5)) == nil)
+        // The last step is cut to what remains.
+        #expect(SchedulerClock.Ledger(clock: clock).nextStep(toward: .milliseconds(20)) == .milliseconds(20))
+    }
+
+    @Test("A body that never ends is cancelled at the bound; one that ends is not; cancelling the caller ends both")
+    func boundsCutOffWhatNeverEnds() async {
+        let endless = await withSchedulerBound(.milliseconds(300)) { () async throws -> Int in
+            try await Task.sleep(for: .seconds(3600))
+            return 1
+        }
+        #expect(endless.exceeded)
+        #expect(throws: CancellationError.self) { try endless.result.get() }
+
+        let quick = await withSchedulerBound(.seconds(3600)) { 42 }
+        #expect(!quick.exceeded)
+        #expect((try? quick.result.get()) == 42)
+        #expect(quick.forgiven == .zero)
+
+        let caller = Task {
+            await withSchedulerBound(.seconds(3600)) { () async throws -> Int in
+                try await Task.sleep(for: .seconds(3600))
+                return 1
+            }
+        }
+        caller.cancel()
+        let cancelled = await caller.value
+        #expect(!cancelled.exceeded)
+        #expect(throws: CancellationError.self) { try cancelled.result.get() }
+    }
+}
+
+/// Tests marked `.ownThreads` run on the test threads, not on Swift's cooperative pool.
+@Suite("Own threads: blocking and busy tests leave the cooperative pool free", .ownThreads)
+struct OwnThreadsTests {
+    @Test("A synchronous test body runs on a test thread")
+    func synchronousBody() {
+        #expect(TestThreadsExecutor.isTestThread)
+    }
+
+    @Test("An async test body stays on the test threads across suspensions")
+    func asyncBody() async throws {
+        #expect(TestThreadsExecutor.isTestThread)
+        try await Task.sleep(for: .milliseconds(10))
+        #expect(TestThreadsExecutor.isTestThread)
+        let detached = await Task.detached { TestThreadsExecutor.isTestThread }.value
+        #expect(!detached, "a detached task runs on the global pool")
+        async let child = TestThreadsExecutor.isTestThread
+        #expect(await child, "a child task inherits the preference")
+    }
+
+    @Test("A CPU-bound test runs on the compute threads, one a core", .cpuBound)
+    func computeThreads() {
+        #expect(TestThreadsExecutor.isTestThread)
+        #expect(TestThreadsExecutor.compute.threadCount == ProcessInfo.processInfo.activeProcessorCount)
+        #expect(TestThreadsExecutor.shared.threadCount >= 6)
     }
 }

@@ -266,10 +266,7 @@ struct TimeBoundsEndToEndTests {
             for try await _ in stalled {}
         }
         defer { listening.cancel() }
-        let started = DispatchTime.now()
-        while stalls.current.isEmpty, DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds < 5_000_000_000 {
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        _ = await becomesTrue(within: .seconds(5)) { !stalls.current.isEmpty }
         #expect(stalls.current.first?.contains("timed out") == true, "\(stalls.current)")
     }
 
@@ -312,25 +309,19 @@ struct TimeBoundsEndToEndTests {
 
 // MARK: - Helpers
 
-/// Runs `body`, and fails the test (cancelling it) when it has not ended after `seconds`.
+/// Runs `body`, and fails the test (cancelling it) when it has not ended after `seconds` of
+/// ``SchedulerClock`` time: a stall of the whole test process's thread pool moves the bound.
 private func bounded<T: Sendable>(
     seconds: TimeInterval, sourceLocation: SourceLocation = #_sourceLocation,
     _ body: @escaping @Sendable () async throws -> T
 ) async throws -> Result<T, any Error> {
-    let task = Task { try await body() }
-    let watchdog = Task {
-        try await Task.sleep(for: .seconds(seconds))
-        task.cancel()
-        return true
+    let outcome = await withSchedulerBound(.seconds(seconds), body)
+    if outcome.exceeded {
+        Issue.record(
+            "the call did not end within \(seconds) s (\(outcome.forgiven) of stalls not counted)",
+            sourceLocation: sourceLocation)
     }
-    let result = await task.result
-    let fired =
-        (try? await { () async throws -> Bool in
-            watchdog.cancel()
-            return try await watchdog.value
-        }()) ?? false
-    if fired { Issue.record("the call did not end within \(seconds) s", sourceLocation: sourceLocation) }
-    return result
+    return outcome.result
 }
 
 /// Sends `request`, waits for its end at most `bound` seconds (then cancels it and records that

@@ -1,4 +1,5 @@
 import Foundation
+import SwiftCouch
 import Testing
 
 @testable import SwiftCouchStore
@@ -44,6 +45,41 @@ struct EngineCallTests {
         call.cancel()
         #expect(answers.values == [true])
         #expect(call.isCancelled)
+    }
+}
+
+/// Where a local store's requests wait: a long-poll feed or a paused stream blocks its thread for as
+/// long as it waits, so that thread must never be one Swift concurrency runs tasks on. On Linux a
+/// shared concurrent queue runs on those very threads (one a core): two feeds waiting in the engine
+/// stalled every task of a 2-core test run for seconds.
+@Suite("EngineTransport: requests wait on threads of their own")
+struct EngineThreadTests {
+    @Test("A request runs on Dispatch's overcommit threads, not on the threads that run tasks")
+    func requestsRunOffTheTaskThreads() async throws {
+        #if os(Linux)
+            let directory = LocalStoreFixture.temporaryDirectory()
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let connection = try EngineConnection(directory: directory)
+            defer { connection.close() }
+            let transport = EngineTransport(connection: connection)
+            let request = HTTPRequest(method: .put, url: URL(string: "http://localhost/threads")!)
+            let (status, engineThread) = await withCheckedContinuation { continuation in
+                _ = transport.send(request) { result in
+                    continuation.resume(returning: ((try? result.get())?.statusCode, Self.threadName()))
+                }
+            }
+            #expect(status == 201)
+            let taskThread = await Task.detached { Self.threadName() }.value
+            #expect(engineThread.hasSuffix("overcommit"), "the engine answered on \(engineThread)")
+            #expect(!taskThread.hasSuffix("overcommit"), "tasks run on \(taskThread): the names tell nothing apart")
+        #endif
+    }
+
+    /// The calling thread's name as the kernel has it (Dispatch names its threads after their root
+    /// queue: `…default-qos` for the threads tasks share, `…qos.overcommit` for a serial queue's).
+    static func threadName() -> String {
+        let name = try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)
+        return name?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "unknown"
     }
 }
 

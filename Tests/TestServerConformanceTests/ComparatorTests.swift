@@ -1,10 +1,11 @@
 import CouchQuery
 import Foundation
 import HTTPWire
+import TestScheduling
 import Testing
 
 /// The replayer's own logic: the comparator and the template resolver.
-@Suite("Conformance comparator")
+@Suite("Conformance comparator", .ownThreads)
 struct ComparatorTests {
     static let patterns: [String: String?] = [
         "rev": "^[1-9][0-9]*-[0-9a-f]{32}$", "etag": "^(W/)?\"[^\"]*\"$", "integer": nil, "number": nil,

@@ -1,6 +1,7 @@
 import CouchQuery
 import CouchTestServer
 import Foundation
+import TestScheduling
 import Testing
 
 /// Totals over every scenario replayed in this run.
@@ -54,7 +55,7 @@ extension Trait where Self == ConformanceSummaryTrait {
 
 /// Replays every recorded CouchDB 3.5.0 exchange in /work/shared/couchdb-transcripts against an
 /// in-process TestServer and compares the answers (see the transcripts README).
-@Suite("Transcript conformance", .conformanceSummary)
+@Suite("Transcript conformance", .conformanceSummary, .ownThreads)
 struct ConformanceTests {
     @Test func transcriptsAreAvailable() throws {
         let folder = Transcripts.folder()

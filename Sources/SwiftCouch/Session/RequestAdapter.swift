@@ -102,17 +102,18 @@ enum AdapterChain {
     }
 }
 
-/// Runs adapters on a Dispatch queue of their own instead of Swift's cooperative thread pool, so
+/// Runs adapters on Dispatch queues of their own instead of Swift's cooperative thread pool, so
 /// that callers blocking pool threads (``CouchDBClient/executeAndWait(_:)`` called from async
-/// code, say) cannot starve the adapters their own requests wait for.
+/// code, say) cannot starve the adapters their own requests wait for, and an adapter that blocks
+/// cannot starve the pool. Each job gets a ``blockingWorkQueue(_:)``: a shared concurrent queue
+/// would run on the pool's own threads on Linux.
 @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, *)
 final class AdapterExecutor: TaskExecutor {
     static let shared = AdapterExecutor()
-    private let queue = DispatchQueue(label: "SwiftCouch.adapters", attributes: .concurrent)
 
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        queue.async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+        blockingWorkQueue("SwiftCouch.adapters").async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }
 

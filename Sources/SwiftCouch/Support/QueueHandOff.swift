@@ -23,10 +23,23 @@ package func handedOff<Value: Sendable>(_ start: (_ deliver: @escaping @Sendable
     return handOff.withLock { $0! }
 }
 
-/// Runs `body` on `queue` (a thread of its own, never one of Swift concurrency's) and returns its
-/// value to the awaiting task, through ``handedOff(_:)``.
+/// Runs `body` on `queue` (a ``blockingWorkQueue(_:)`` when `body` may block or take long: a
+/// concurrent queue would run it on Swift concurrency's threads) and returns its value to the
+/// awaiting task, through ``handedOff(_:)``.
 package func handedOff<Value: Sendable>(on queue: DispatchQueue, _ body: @escaping @Sendable () -> Value) async
     -> Value
 {
     await handedOff { deliver in queue.async { deliver(body()) } }
+}
+
+/// A queue for one piece of work that may block (wait on a lock, a feed, an adapter's own code).
+///
+/// A serial queue of its own: Dispatch runs serial queues on its overcommit threads, which it makes
+/// as they are needed. A concurrent queue, `DispatchQueue.global()` among them, runs on the same
+/// threads as Swift concurrency's global executor on Linux (one a core, `default-qos`): work that
+/// blocks there takes them from every task of the process, and two long-poll feeds waiting in a
+/// local store stalled a 2-core machine's tasks for seconds. Creating a queue is cheap (no thread
+/// is made for it); use one per piece of work, not one shared concurrent queue.
+package func blockingWorkQueue(_ label: String) -> DispatchQueue {
+    DispatchQueue(label: label)
 }

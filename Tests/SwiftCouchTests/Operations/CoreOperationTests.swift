@@ -1,5 +1,6 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
@@ -11,7 +12,7 @@ struct Post: Codable, Sendable, Equatable {
     var count: Int
 }
 
-@Suite("Server, database and document operations against recorded CouchDB 3.5 responses")
+@Suite("Server, database and document operations against recorded CouchDB 3.5 responses", .ownThreads)
 struct CoreOperationTests {
     @Test("GET / decodes the welcome message")
     func serverInfo() throws {

@@ -1,11 +1,12 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
 /// Hostile input is refused before anything is sent: `.`/`..` path segments (which URL
 /// normalisation and proxies resolve into another resource) and CR, LF or NUL in any header value.
-@Suite("Hostile input: dot segments and header injection are refused, nothing is sent")
+@Suite("Hostile input: dot segments and header injection are refused, nothing is sent", .ownThreads)
 struct HostileInputTests {
     static let ok = SimulatedResponse.json(200, #"{"ok":true}"#)
 

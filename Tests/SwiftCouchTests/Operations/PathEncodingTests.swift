@@ -1,9 +1,10 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
-@Suite("Paths are built from percent-encoded segments")
+@Suite("Paths are built from percent-encoded segments", .ownThreads)
 struct PathEncodingTests {
     @Test(
         "Document ids are encoded as one segment, as CouchDB 3.5 was sent them in document_ids.json",

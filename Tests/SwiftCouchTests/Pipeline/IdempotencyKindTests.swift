@@ -1,8 +1,9 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import Testing
 
-@Suite("Idempotency is a property of the operation's kind")
+@Suite("Idempotency is a property of the operation's kind", .ownThreads)
 struct IdempotencyKindTests {
     @Test("IdempotentOperation kinds say true; writes that could duplicate say false or leave it to the pipeline")
     func kinds() throws {

@@ -1,8 +1,9 @@
+import SwiftCouchTestSupport
 import Testing
 
 @testable import SwiftCouch
 
-@Suite("OperationLifecycle: phases and exactly-once completion")
+@Suite("OperationLifecycle: phases and exactly-once completion", .ownThreads)
 struct OperationLifecycleTests {
     @Test("start, complete, finish")
     func normal() {

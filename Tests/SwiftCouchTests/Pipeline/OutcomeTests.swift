@@ -1,12 +1,13 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
 /// A completion reports success only when the server confirmed it; when the request may have been
 /// carried out, the error says so (`isOutcomeUnknown`); a request cancelled before it was sent is
 /// never sent.
-@Suite("Outcomes: cancelled, lost and conflicting writes say whether they may have happened")
+@Suite("Outcomes: cancelled, lost and conflicting writes say whether they may have happened", .ownThreads)
 struct OutcomeTests {
     static let put = PutDocumentOperation(
         database: "db", id: "doc", document: ["a": 1] as [String: Int], revision: "1-abc")

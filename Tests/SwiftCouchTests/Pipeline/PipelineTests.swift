@@ -1,9 +1,10 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
-@Suite("The pipeline: fixed call order, exactly-once completion")
+@Suite("The pipeline: fixed call order, exactly-once completion", .ownThreads)
 struct PipelineTests {
     /// Runs `operation` on a client over `transport`, returning every result the completion saw.
     func runCounting<Op: CouchOperation>(

@@ -1,4 +1,5 @@
 import Foundation
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
@@ -9,7 +10,7 @@ struct QueueTests {
     static let created = SimulatedResponse.json(201, #"{"ok":true,"id":"doc","rev":"1-aaa"}"#)
     static let updated = SimulatedResponse.json(201, #"{"ok":true,"id":"doc","rev":"2-bbb"}"#)
 
-    @Test("addDependency on a user's OperationQueue: the dependent starts only after the first finished")
+    @Test("addDependency on a user's OperationQueue: the dependent starts only after the first finished", .ownThreads)
     func dependencies() {
         let transport = SimulatedTransport(responses: [
             .json(201, #"{"ok":true}"#, delay: 0.2), .json(201, #"{"ok":true,"id":"doc","rev":"1-aaa"}"#),
@@ -29,7 +30,7 @@ struct QueueTests {
         #expect(transport.requests.map(\.path) == ["/db", "/db/doc"])
     }
 
-    @Test("A lazy builder runs after its dependency and uses that operation's result (the new revision)")
+    @Test("A lazy builder runs after its dependency and uses that operation's result (the new revision)", .ownThreads)
     func lazyBuilder() throws {
         let transport = SimulatedTransport(responses: [Self.created, Self.updated])
         let client = Simulation.client(transport: transport)
@@ -44,7 +45,7 @@ struct QueueTests {
         #expect(try second.result?.get().value.rev == "2-bbb")
     }
 
-    @Test("A builder that throws fails its task and sends nothing")
+    @Test("A builder that throws fails its task and sends nothing", .ownThreads)
     func failingBuilder() {
         let transport = SimulatedTransport(responses: [])
         let client = Simulation.client(transport: transport)
@@ -74,7 +75,7 @@ struct QueueTests {
         return (Simulation.client(transport: transport, configuration: configuration), inFlight)
     }
 
-    @Test("The client's queue runs at most maximumConcurrentOperations at once")
+    @Test("The client's queue runs at most maximumConcurrentOperations at once", .ownThreads)
     func concurrencyLimit() {
         let (client, inFlight) = Self.countingClient(limit: 3, hold: 0.02)
         #expect(client.operationQueue.maxConcurrentOperationCount == 3)
@@ -135,7 +136,7 @@ struct QueueTests {
         #expect(client.asyncSlots.counts == (0, 0))
     }
 
-    @Test("executeAndWait from a background thread does not deadlock while the client's queue is full")
+    @Test("executeAndWait from a background thread does not deadlock while the client's queue is full", .ownThreads)
     func blockingWhileBusy() {
         let transport = SimulatedTransport(responder: { request in
             request.url.path == "/slow"
@@ -225,7 +226,7 @@ struct QueueTests {
         #expect(transport.requests.count == 1)
     }
 
-    @Test("Completion handlers run on the configured callback queue")
+    @Test("Completion handlers run on the configured callback queue", .ownThreads)
     func callbackQueue() {
         let queue = DispatchQueue(label: "user.callbacks")
         let key = DispatchSpecificKey<String>()

@@ -1,9 +1,10 @@
 import Foundation
+import SwiftCouchTestSupport
 import Testing
 
 @testable import SwiftCouch
 
-@Suite("AuthSessionState: one login, renewals, refusals")
+@Suite("AuthSessionState: one login, renewals, refusals", .ownThreads)
 struct AuthSessionStateTests {
     let t0 = Date(timeIntervalSince1970: 1_000_000)
 

@@ -1,12 +1,13 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
 /// Issue 8 item 8 and 9: credentials stay where they belong (the login under the base URL's path,
 /// nothing secret in `dump`), and a 401 that is an answer about permissions does not cause a
 /// login per call.
-@Suite("Session: credential safety and login amplification")
+@Suite("Session: credential safety and login amplification", .ownThreads)
 struct CredentialSafetyTests {
     static let admin = Credentials(username: "admin", password: "s3cr3t-pass")
 

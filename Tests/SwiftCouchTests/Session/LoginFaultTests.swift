@@ -1,11 +1,12 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
 /// Faults on the login itself (`POST /_session`): the login is retried within the retry policy,
 /// and when it gives up every operation waiting for it fails — none waits forever.
-@Suite("Session: faults on the login")
+@Suite("Session: faults on the login", .ownThreads)
 struct LoginFaultTests {
     static let admin = Credentials(username: "admin", password: "secret")
 

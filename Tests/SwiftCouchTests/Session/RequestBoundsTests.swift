@@ -1,11 +1,12 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
 /// The bounds the session puts on every request it hands a transport (issue 24): the response's
 /// deadline and the decompression ratio.
-@Suite("Session: each request's deadline and decompression ratio")
+@Suite("Session: each request's deadline and decompression ratio", .ownThreads)
 struct RequestBoundsTests {
     /// The requests a transport was handed, whole.
     final class Captured: @unchecked Sendable {

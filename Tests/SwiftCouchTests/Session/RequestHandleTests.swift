@@ -1,4 +1,5 @@
 import Foundation
+import SwiftCouchTestSupport
 import Testing
 
 @testable import SwiftCouch
@@ -7,7 +8,7 @@ import Testing
 /// leaving its queue, so a transfer can be tracked after its attempt has already ended (answered,
 /// and a retry's timer tracked meanwhile): such a late transfer must neither replace the timer nor
 /// a later attempt's transfer.
-@Suite("Request handle: tracking transfers and timers")
+@Suite("Request handle: tracking transfers and timers", .ownThreads)
 struct RequestHandleTests {
     /// A transfer that records whether it was cancelled.
     final class Transfer: Cancellable {

@@ -1,11 +1,12 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
 /// `CouchError.retryAfter`: the wait a 429 (or 503) asked for, read from `Retry-After` by the one
 /// parser the retry policy uses, checked before it becomes a delay.
-@Suite("CouchError.retryAfter: the server's Retry-After on the error")
+@Suite("CouchError.retryAfter: the server's Retry-After on the error", .ownThreads)
 struct RetryAfterErrorTests {
     /// A 429 answered once, with no retry by the session, carrying `header` (none when nil).
     static func tooManyRequests(retryAfter header: String?) -> CouchError? {

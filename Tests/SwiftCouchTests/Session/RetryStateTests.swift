@@ -1,9 +1,10 @@
 import Foundation
+import SwiftCouchTestSupport
 import Testing
 
 @testable import SwiftCouch
 
-@Suite("RetryState: when and how long to wait")
+@Suite("RetryState: when and how long to wait", .ownThreads)
 struct RetryStateTests {
     let policy = RetryPolicy(maximumRetries: 4, initialDelay: 0.5, multiplier: 2, maximumDelay: 30)
 

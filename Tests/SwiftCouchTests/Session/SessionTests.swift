@@ -1,5 +1,6 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
@@ -85,7 +86,7 @@ final class FakeCookieServer: @unchecked Sendable {
     }
 }
 
-@Suite("InterceptableSession: 429 backoff, cookie sessions, redaction")
+@Suite("InterceptableSession: 429 backoff, cookie sessions, redaction", .ownThreads)
 struct SessionTests {
     static let admin = Credentials(username: "admin", password: "secret")
 

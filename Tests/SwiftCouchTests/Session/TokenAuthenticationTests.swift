@@ -1,5 +1,6 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
@@ -51,7 +52,7 @@ final class FakeIAM: @unchecked Sendable {
     }
 }
 
-@Suite("IAM and bearer-token authentication")
+@Suite("IAM and bearer-token authentication", .ownThreads)
 struct TokenAuthenticationTests {
     static let tokenURL = URL(string: "http://iam.invalid/identity/token")!
 

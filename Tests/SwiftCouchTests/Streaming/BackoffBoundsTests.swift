@@ -1,11 +1,12 @@
 import Foundation
+import SwiftCouchTestSupport
 import Testing
 
 @testable import SwiftCouch
 
 /// Issue 24: no number — a setting, an attempt count — becomes a delay that traps
 /// (`UInt64(NaN)`, `0...NaN`, `UInt64(1e21)`) or waits for ever.
-@Suite("Retry delays in streams are clamped whatever the numbers")
+@Suite("Retry delays in streams are clamped whatever the numbers", .ownThreads)
 struct BackoffBoundsTests {
     static let absurd: [Double] = [.nan, .infinity, -.infinity, -1, 0, 1e-300, 1e12, 1e300, .greatestFiniteMagnitude]
 

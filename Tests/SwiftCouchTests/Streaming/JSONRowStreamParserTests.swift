@@ -1,4 +1,5 @@
 import Foundation
+import SwiftCouchTestSupport
 import Testing
 
 @testable import SwiftCouch
@@ -74,7 +75,7 @@ enum StreamFixtures {
     }
 }
 
-@Suite struct JSONRowStreamParserTests {
+@Suite(.ownThreads) struct JSONRowStreamParserTests {
     typealias Parsed = (rows: [Data], metadata: [String: Data])
 
     /// Parses `bytes` fed in the given chunks.

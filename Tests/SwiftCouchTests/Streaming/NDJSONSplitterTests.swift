@@ -1,9 +1,10 @@
 import Foundation
+import SwiftCouchTestSupport
 import Testing
 
 @testable import SwiftCouch
 
-@Suite struct NDJSONSplitterTests {
+@Suite(.ownThreads) struct NDJSONSplitterTests {
     func split(_ bytes: [UInt8], cuts: [Int]) throws -> [Data] {
         var splitter = NDJSONSplitter()
         var lines: [Data] = []

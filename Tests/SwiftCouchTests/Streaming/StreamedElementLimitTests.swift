@@ -1,11 +1,12 @@
 import Foundation
+import SwiftCouchTestSupport
 import Testing
 
 @testable import SwiftCouch
 
 /// Issue 24: one element of a streamed answer (a row, a feed line, a top-level member) that never
 /// ends must not be held whole; the limit is enforced as bytes arrive.
-@Suite("Streamed answers: the limit on one row, line or member")
+@Suite("Streamed answers: the limit on one row, line or member", .ownThreads)
 struct StreamedElementLimitTests {
     static let limit = 1 << 20
     static let chunk = [UInt8](repeating: UInt8(ascii: "x"), count: 64 << 10)
@@ -168,7 +169,7 @@ struct StreamedElementLimitTests {
 }
 
 /// Issue 24: a streamed answer whose rows member is not an array is not a success with no rows.
-@Suite("Streamed answers: a rows member of the wrong type")
+@Suite("Streamed answers: a rows member of the wrong type", .ownThreads)
 struct StreamedShapeTests {
     @Test(
         "A rows member that is an object, string, number, literal or null is an error, in any chunking",

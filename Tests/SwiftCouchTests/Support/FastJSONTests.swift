@@ -1,4 +1,5 @@
 import Foundation
+import SwiftCouchTestSupport
 import Testing
 
 @testable import SwiftCouch
@@ -466,7 +467,7 @@ private let edgeFloats: [Float] = [
 
 // MARK: - Tests
 
-@Suite("FastJSON")
+@Suite("FastJSON", .ownThreads)
 struct FastJSONTests {
     /// A value whose `encode(to:)` encodes JSON of its own with the library's encoder (as a
     /// document embedding a pre-encoded string might).

@@ -1,5 +1,6 @@
 import CouchGzip
 import Foundation
+import SwiftCouchTestSupport
 import Testing
 
 @testable import SwiftCouch
@@ -7,7 +8,7 @@ import Testing
 /// The HTTP response fuzz target's inputs (`Fuzz/`, see ARCHITECTURE.md "Fuzzing") replayed through its entry
 /// point in the ordinary test build: the seeds, which must parse to their end, and every input the fuzzer found a
 /// crash with (`Fuzz/regressions/http`), which must now end without one.
-@Suite struct FuzzReplayTests {
+@Suite(.ownThreads) struct FuzzReplayTests {
     static let fuzz = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fuzz")
 

@@ -1,4 +1,5 @@
 import Foundation
+import SwiftCouchTestSupport
 import Testing
 
 @testable import CouchGzip
@@ -92,7 +93,7 @@ enum GzipVectors {
     static let withFields = "H4sIFgAAAAAAAwQAYWIBAGEgY29tbWVudAABsctITUxJLVJIy0zNSSkGAOqQOFoNAAAA"
 }
 
-@Suite struct GzipTests {
+@Suite(.ownThreads) struct GzipTests {
     static func data(_ base64: String) -> Data { Data(base64Encoded: base64)! }
 
     /// Seeded pseudo-random bytes.

@@ -1,11 +1,12 @@
 import Foundation
+import SwiftCouchTestSupport
 import Testing
 
 @testable import SwiftCouch
 
 /// The bulk writer takes a document's `_id` and `_rev` from what the encoder recorded while writing
 /// it, and reads them from the bytes only when the recording cannot tell: both must always agree.
-@Suite("FastJSON: the _id and _rev a document writes, recorded while it is encoded")
+@Suite("FastJSON: the _id and _rev a document writes, recorded while it is encoded", .ownThreads)
 struct RecordedIDAndRevTests {
     private struct Plain: Encodable {
         var _id: String?

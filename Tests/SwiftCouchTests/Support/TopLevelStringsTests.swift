@@ -1,9 +1,10 @@
 import Foundation
+import SwiftCouchTestSupport
 import Testing
 
 @testable import SwiftCouch
 
-@Suite("TopLevelStrings: _id and _rev read from encoded bytes, as JSONDecoder reads them")
+@Suite("TopLevelStrings: _id and _rev read from encoded bytes, as JSONDecoder reads them", .ownThreads)
 struct TopLevelStringsTests {
     private struct Meta: Decodable, Equatable {
         var _id: String?

@@ -1,12 +1,13 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
 /// Issue 8 item 13: a cancellation completes the receiver on the cancelling thread while the
 /// transport's thread may be delivering a chunk; the receiver must see one callback at a time,
 /// and nothing after `complete`.
-@Suite("Streams: receiver callbacks are serialised")
+@Suite("Streams: receiver callbacks are serialised", .ownThreads)
 struct ReceiverSerialisationTests {
     /// Streams chunks from a thread of its own until cancelled, as a real transport does.
     struct EndlessTransport: Transport {

@@ -1,4 +1,5 @@
 import Foundation
+import SwiftCouchTestSupport
 import Testing
 
 @testable import SwiftCouch
@@ -8,7 +9,7 @@ import Testing
 #endif
 
 /// The socket transport's deadline and decompression ratio on hostile numbers, without a network.
-@Suite("SocketTransport: deadline and decompression ratio arithmetic")
+@Suite("SocketTransport: deadline and decompression ratio arithmetic", .ownThreads)
 struct TransportBoundsUnitTests {
     @Test("A deadline that is NaN, infinite, 0 or negative is none; an absurd one is capped, never a trap")
     func hostileDeadlines() {
@@ -72,7 +73,7 @@ struct TransportBoundsUnitTests {
 }
 
 /// URLSessionTransport's deadline timer on hostile numbers, and the timeout it names.
-@Suite("URLSessionTransport: deadline timer")
+@Suite("URLSessionTransport: deadline timer", .ownThreads)
 struct DeadlineTimerTests {
     @Test("No timer for a deadline that is NaN, infinite, zero, negative or absurd, as the socket transport reads it")
     func hostileDeadlines() {

@@ -1,9 +1,10 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
-@Suite("Attachment operations against recorded CouchDB 3.5 responses")
+@Suite("Attachment operations against recorded CouchDB 3.5 responses", .ownThreads)
 struct AttachmentOperationTests {
     private static let png = Data(
         base64Encoded:

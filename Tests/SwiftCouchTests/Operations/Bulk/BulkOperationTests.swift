@@ -1,9 +1,10 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
-@Suite("_bulk_docs, _bulk_get and _all_docs against recorded CouchDB 3.5 responses")
+@Suite("_bulk_docs, _bulk_get and _all_docs against recorded CouchDB 3.5 responses", .ownThreads)
 struct BulkOperationTests {
     @Test("_bulk_docs: one result per document, successes and conflict rows surfaced individually")
     func bulkDocs() throws {

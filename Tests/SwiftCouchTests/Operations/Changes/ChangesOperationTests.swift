@@ -1,5 +1,6 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
@@ -10,7 +11,7 @@ private struct Item: Codable, Sendable, Equatable {
     var n: Int
 }
 
-@Suite("_changes as one response: options, filters and typed rows against recorded CouchDB 3.5 responses")
+@Suite("_changes as one response: options, filters and typed rows against recorded CouchDB 3.5 responses", .ownThreads)
 struct ChangesOperationTests {
     @Test("Normal feed: one row per document, deleted flags, last_seq and pending")
     func normal() throws {

@@ -1,9 +1,10 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
-@Suite("Database operations: HEAD, compaction, cleanup, limits, revisions, purge, shards")
+@Suite("Database operations: HEAD, compaction, cleanup, limits, revisions, purge, shards", .ownThreads)
 struct DatabaseMaintenanceTests {
     @Test("HEAD /{db}: 200 is true, 404 is false, 401 is an error")
     func exists() throws {

@@ -1,5 +1,6 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
@@ -9,7 +10,7 @@ private struct Note: Codable, Sendable, Equatable {
     var count: Int
 }
 
-@Suite("Document operations against recorded CouchDB 3.5 responses")
+@Suite("Document operations against recorded CouchDB 3.5 responses", .ownThreads)
 struct DocumentOperationTests {
     @Test("POST /{db} lets the server choose the id; never retried")
     func postCreates() throws {

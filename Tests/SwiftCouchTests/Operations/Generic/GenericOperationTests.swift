@@ -1,9 +1,10 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
-@Suite("GenericOperation: any endpoint through the same pipeline")
+@Suite("GenericOperation: any endpoint through the same pipeline", .ownThreads)
 struct GenericOperationTests {
     @Test("Raw: method, encoded segments, query, headers and body as given; bytes and content type back")
     func raw() throws {

@@ -1,9 +1,10 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
-@Suite("Key paging: requests, look-ahead and tokens")
+@Suite("Key paging: requests, look-ahead and tokens", .ownThreads)
 struct KeyPagingTests {
     static func rows(_ ids: [String]) -> String {
         let rows = ids.map { #"{"id":"\#($0)","key":"\#($0)","value":{"rev":"1-a"}}"# }.joined(separator: ",")

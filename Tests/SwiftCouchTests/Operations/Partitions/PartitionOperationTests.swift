@@ -1,9 +1,10 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
-@Suite("Partitions: partition info")
+@Suite("Partitions: partition info", .ownThreads)
 struct PartitionOperationTests {
     @Test("GET /{db}/_partition/{partition} decodes the recorded info")
     func info() throws {

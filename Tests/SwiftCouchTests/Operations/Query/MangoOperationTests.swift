@@ -1,5 +1,6 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
@@ -12,7 +13,7 @@ private struct Person: Codable, Sendable, Equatable {
     var city: String?
 }
 
-@Suite("Mango: _find, _explain, _index against recorded CouchDB 3.5 responses")
+@Suite("Mango: _find, _explain, _index against recorded CouchDB 3.5 responses", .ownThreads)
 struct MangoOperationTests {
     private func expectBody(_ run: SimulationResult<some Sendable>, _ step: Transcripts.Step) {
         #expect(OpsFixtures.line(run.request) == OpsFixtures.line(step))

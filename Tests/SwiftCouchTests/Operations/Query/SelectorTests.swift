@@ -1,9 +1,10 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
-@Suite("Selector: every Mango operator encodes to the exact JSON CouchDB expects")
+@Suite("Selector: every Mango operator encodes to the exact JSON CouchDB expects", .ownThreads)
 struct SelectorTests {
     @Test(
         "Field operators",

@@ -1,9 +1,10 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
-@Suite("Replication: _replicate, _replicator documents, _scheduler")
+@Suite("Replication: _replicate, _replicator documents, _scheduler", .ownThreads)
 struct ReplicationOperationTests {
     private let sourceURL = URL(string: "http://admin:password@127.0.0.1:5984/tx_rep_src")!
 

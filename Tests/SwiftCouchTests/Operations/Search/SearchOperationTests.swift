@@ -1,5 +1,6 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
@@ -9,7 +10,7 @@ private struct Animal: Codable, Sendable, Equatable {
     var name: String
 }
 
-@Suite("Search: _search (GET and POST), partitioned, _search_info, _search_analyze, _nouveau")
+@Suite("Search: _search (GET and POST), partitioned, _search_info, _search_analyze, _nouveau", .ownThreads)
 struct SearchOperationTests {
     private let response =
         #"{"total_rows":2,"bookmark":"g1AAAA","rows":[{"id":"kookaburra","order":[1.4,0],"#

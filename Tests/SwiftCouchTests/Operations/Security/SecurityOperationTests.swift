@@ -1,9 +1,10 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
-@Suite("Sessions, users, _security, Cloudant API keys and CORS")
+@Suite("Sessions, users, _security, Cloudant API keys and CORS", .ownThreads)
 struct SecurityOperationTests {
     @Test("GET /_session: anonymous and cookie-authenticated")
     func getSession() throws {

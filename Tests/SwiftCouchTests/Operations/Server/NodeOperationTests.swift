@@ -1,9 +1,10 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
-@Suite("Node operations: _config, _stats, _system; Cloudant capacity")
+@Suite("Node operations: _config, _stats, _system; Cloudant capacity", .ownThreads)
 struct NodeOperationTests {
     @Test("GET the whole configuration, a section and a value of a node")
     func readConfiguration() throws {

@@ -1,5 +1,6 @@
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
@@ -22,7 +23,7 @@ private struct Stats: Codable, Sendable, Equatable {
     var sumsqr: Double
 }
 
-@Suite("Views, design documents and design functions against recorded CouchDB 3.5 responses")
+@Suite("Views, design documents and design functions against recorded CouchDB 3.5 responses", .ownThreads)
 struct ViewOperationTests {
     private typealias ByName = QueryViewOperation<String, Int, Produce>
 
