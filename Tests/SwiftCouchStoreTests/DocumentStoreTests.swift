@@ -2,6 +2,7 @@ import CouchTestServer
 import Foundation
 import SwiftCouch
 import SwiftCouchStore
+import SwiftCouchTestSupport
 import Testing
 
 /// Where a ``DocumentStore`` test runs: a local database (SwiftCouchStore, in process) or a
@@ -328,8 +329,7 @@ struct DocumentStoreTests {
         let directory = LocalStoreFixture.temporaryDirectory()
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        var generator = SystemRandomNumberGenerator()
-        let bytes = Data((0..<700_000).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        let bytes = randomBytes(700_000)
         let source = directory.appendingPathComponent("cover.bin")
         try bytes.write(to: source)
 

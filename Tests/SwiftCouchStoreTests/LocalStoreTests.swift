@@ -1,6 +1,7 @@
 import Foundation
 import SwiftCouch
 import SwiftCouchStore
+import SwiftCouchTestSupport
 import Testing
 
 @Suite("LocalStore: opening, closing, reopening, the conflict index, compaction")
@@ -38,8 +39,7 @@ struct LocalStoreTests {
     func damagedChunkFailsTheDownload() async throws {
         let directory = LocalStoreFixture.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        var generator = SystemRandomNumberGenerator()
-        let bytes = Data((0..<(3 << 20)).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        let bytes = randomBytes(3 << 20)
         let first = try await LocalDatabase.open(at: directory, name: "files")
         let written = try await first.put(Entry(title: "big", year: 2026, added: Date()), id: "big")
         try await first.putAttachment(

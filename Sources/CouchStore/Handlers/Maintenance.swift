@@ -79,9 +79,12 @@ extension CouchEngine {
             if !exists { throw CouchError.notFound("missing") }
             return Reply.json(202, Reply.ok)  // view indexes: nothing to compact here
         }
-        // As CouchDB: accepted at once, run in the background (`compact_running` meanwhile).
+        // As CouchDB: accepted at once, run in the background (`compact_running` meanwhile). On a
+        // serial queue of its own, which Dispatch runs on an overcommit thread: a global queue's
+        // threads are the ones Swift concurrency runs tasks on (on Linux), and copying a large
+        // database would hold one of them for as long as it takes.
         db.withLock { db.compactionRunning = true }
-        DispatchQueue.global().asyncAfter(deadline: .now() + Self.compactionDuration) {
+        DispatchQueue(label: "CouchStore.compaction").asyncAfter(deadline: .now() + Self.compactionDuration) {
             try? db.compact()
             db.withLock { db.compactionRunning = false }
         }

@@ -75,7 +75,7 @@ enum StreamFixtures {
     }
 }
 
-@Suite(.ownThreads) struct JSONRowStreamParserTests {
+@Suite(.cpuBound) struct JSONRowStreamParserTests {
     typealias Parsed = (rows: [Data], metadata: [String: Data])
 
     /// Parses `bytes` fed in the given chunks.

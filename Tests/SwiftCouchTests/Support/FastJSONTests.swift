@@ -467,7 +467,7 @@ private let edgeFloats: [Float] = [
 
 // MARK: - Tests
 
-@Suite("FastJSON", .ownThreads)
+@Suite("FastJSON", .cpuBound)
 struct FastJSONTests {
     /// A value whose `encode(to:)` encodes JSON of its own with the library's encoder (as a
     /// document embedding a pre-encoded string might).

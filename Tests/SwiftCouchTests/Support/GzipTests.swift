@@ -93,7 +93,7 @@ enum GzipVectors {
     static let withFields = "H4sIFgAAAAAAAwQAYWIBAGEgY29tbWVudAABsctITUxJLVJIy0zNSSkGAOqQOFoNAAAA"
 }
 
-@Suite(.ownThreads) struct GzipTests {
+@Suite(.cpuBound) struct GzipTests {
     static func data(_ base64: String) -> Data { Data(base64Encoded: base64)! }
 
     /// Seeded pseudo-random bytes.

@@ -6,7 +6,7 @@ import Testing
 
 /// The hand-written ISO-8601 text must be exactly what `ISO8601DateFormatter` gives, both ways,
 /// so a date written or read by SwiftCouch is the same with or without the fast path.
-@Suite("ISO-8601 dates written and read by hand, exactly as ISO8601DateFormatter", .ownThreads)
+@Suite("ISO-8601 dates written and read by hand, exactly as ISO8601DateFormatter", .cpuBound)
 struct ISO8601Tests {
     // One pair per test (Swift Testing makes the suite anew for each): formatters are not Sendable.
     private let fractional: ISO8601DateFormatter = {
