@@ -1,6 +1,7 @@
 import CouchTestServer
 import Foundation
 import SwiftCouch
+import SwiftCouchTestSupport
 import Testing
 
 /// A server that answers every request with `head`, then `piece` over and over (up to `cap`
@@ -94,7 +95,7 @@ struct RowStreamLimitsEndToEndTests {
     /// The error of a stream that should fail, taken within 60 s (the old behaviour read until the
     /// server's 96 MiB cap, and would have read forever from a server without one).
     func failure<S: AsyncSequence & Sendable>(of sequence: S) async -> CouchError? where S.Element: Sendable {
-        let (_, error) = await drainWithin(sequence, seconds: 60)
+        let (_, error) = await drain(sequence, within: 60)
         return error as? CouchError
     }
 
@@ -236,30 +237,5 @@ struct StalledFeedEndToEndTests {
         let id = try? await first.value
         #expect(id == "a")
         #expect(handler.requests >= 2)
-    }
-}
-
-/// Iterates `sequence` until it ends or throws, for at most `seconds`, then cancels it.
-func drainWithin<S: AsyncSequence & Sendable>(_ sequence: S, seconds: Double) async -> (
-    elements: Int, error: (any Error)?
-) where S.Element: Sendable {
-    await withTaskGroup(of: (Int, (any Error)?)?.self) { group in
-        group.addTask {
-            var count = 0
-            do {
-                for try await _ in sequence { count += 1 }
-                return (count, nil)
-            } catch {
-                return (count, error)
-            }
-        }
-        group.addTask {
-            try? await Task.sleep(for: .seconds(seconds))
-            return nil
-        }
-        let first = await group.next()!
-        group.cancelAll()
-        if let first { return first }
-        return await group.next()!!
     }
 }

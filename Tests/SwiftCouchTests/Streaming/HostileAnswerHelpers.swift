@@ -1,6 +1,5 @@
 import Foundation
 import SwiftCouch
-import SwiftCouchTestSupport
 import SwiftCouchTesting
 import Testing
 
@@ -9,30 +8,6 @@ import Testing
 #endif
 
 // Helpers for the tests of issue 24's hostile answers to streams, followers and pagers.
-
-/// Iterates `sequence` until it ends or throws, for at most `seconds` (then the iteration is
-/// cancelled): the elements taken and the error, if any. A sequence that would loop forever
-/// shows up as a `.cancelled` error here instead of a hung test. The default bound is generous:
-/// in a full parallel run on a loaded machine, a test that ends at once may take many seconds.
-func drain<S: AsyncSequence & Sendable>(_ sequence: S, within seconds: Double = 60) async -> (
-    elements: Int, error: (any Error)?
-) where S.Element: Sendable {
-    // Scheduler time: a test process whose cooperative pool is held by other tests for a minute
-    // (seen under ThreadSanitizer) does not count against the bound.
-    let outcome = await withSchedulerBound(.seconds(seconds)) { () async -> (Int, (any Error)?) in
-        var count = 0
-        do {
-            for try await _ in sequence { count += 1 }
-            return (count, nil)
-        } catch {
-            return (count, error)
-        }
-    }
-    switch outcome.result {
-    case .success(let ended): return ended
-    case .failure(let error): return (0, error)
-    }
-}
 
 /// Counts requests and answers each with `answer(n)` (n from 0).
 final class CountingResponder: @unchecked Sendable {

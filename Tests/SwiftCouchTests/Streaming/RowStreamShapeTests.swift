@@ -1,6 +1,7 @@
 import Foundation
 import SwiftCouch
 import SwiftCouchTesting
+import SwiftCouchTestSupport
 import Testing
 
 #if canImport(FoundationNetworking)
