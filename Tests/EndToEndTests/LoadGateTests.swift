@@ -2,6 +2,8 @@ import Foundation
 import SwiftCouchTestSupport
 import Testing
 
+@testable import SwiftCouch
+
 /// The gate that keeps heavy tests away from tests with wall-clock bounds, checked on a gate of its own
 /// (not the shared one, which real tests hold).
 @Suite("LoadGate: heavy and timing-sensitive tests never overlap")
@@ -112,6 +114,19 @@ struct SchedulerClockTests {
         let cancelled = await caller.value
         #expect(!cancelled.exceeded)
         #expect(throws: CancellationError.self) { try cancelled.result.get() }
+    }
+
+    @Test("becomesTrue: at once when it holds, when another task makes it hold, false when it never does")
+    func becomesTrueWaitsForTheCondition() async {
+        #expect(await becomesTrue(within: .zero) { true })
+        #expect(await !becomesTrue(within: .milliseconds(200)) { false })
+        let flag = Locked(false)
+        let setter = Task {
+            try await Task.sleep(for: .milliseconds(100))
+            flag.withLock { $0 = true }
+        }
+        #expect(await becomesTrue(within: .seconds(3600)) { flag.current })
+        _ = try? await setter.value
     }
 }
 

@@ -29,13 +29,14 @@ public struct SchedulerClock: Sendable {
         self.maximumForgiven = maximumForgiven
     }
 
-    /// Sleeps until `duration` of scheduled time has passed; returns how much stalled time it
-    /// discounted. Throws `CancellationError` when the task is cancelled.
+    /// Sleeps until `duration` of scheduled time has passed, or until `stop` holds (it is looked at
+    /// before every tick); returns how much stalled time it discounted. Throws `CancellationError`
+    /// when the task is cancelled.
     @discardableResult
-    public func sleep(for duration: Duration) async throws -> Duration {
+    public func sleep(for duration: Duration, until stop: () -> Bool = { false }) async throws -> Duration {
         let clock = ContinuousClock()
         var ledger = Ledger(clock: self)
-        while let step = ledger.nextStep(toward: duration) {
+        while !stop(), let step = ledger.nextStep(toward: duration) {
             let before = clock.now
             try await clock.sleep(for: step)
             ledger.record(step: step, took: clock.now - before)
@@ -111,19 +112,12 @@ public func withSchedulerBound<T: Sendable>(
 }
 
 /// Whether `condition` came to hold within `bound` of ``SchedulerClock`` time, looking every tick
-/// (false at once when the task is cancelled).
+/// (when the task is cancelled: whether it holds then).
 public func becomesTrue(
     within bound: Duration, clock: SchedulerClock = SchedulerClock(), _ condition: @Sendable () -> Bool
 ) async -> Bool {
-    let continuous = ContinuousClock()
-    var ledger = SchedulerClock.Ledger(clock: clock)
-    while !condition() {
-        guard let step = ledger.nextStep(toward: bound) else { return false }
-        let before = continuous.now
-        do { try await continuous.sleep(for: step) } catch { return condition() }
-        ledger.record(step: step, took: continuous.now - before)
-    }
-    return true
+    _ = try? await clock.sleep(for: bound, until: condition)
+    return condition()
 }
 
 /// Iterates `sequence` until it ends or throws, for at most `seconds` (then the iteration is
