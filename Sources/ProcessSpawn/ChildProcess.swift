@@ -110,6 +110,22 @@ public final class ChildProcess: @unchecked Sendable {
         }
     }
 
+    /// Starts reading the child's output on a thread of its own (never one of Swift concurrency's), into a
+    /// ``CollectedOutput`` that can be read and waited on while the child runs: for a parent that kills the
+    /// child at a moment its output names. Nothing else may read ``output`` afterwards.
+    public func collectOutput() -> CollectedOutput {
+        let collected = CollectedOutput()
+        Thread { [self] in
+            while true {
+                let chunk = readChunk()
+                if chunk.isEmpty { break }
+                collected.append(chunk)
+            }
+            collected.finish()
+        }.start()
+        return collected
+    }
+
     /// Reads what the child has written, waiting for some; empty once it closed its output.
     public func readChunk() -> Data {
         var buffer = [UInt8](repeating: 0, count: 65_536)
@@ -279,4 +295,59 @@ public final class ChildProcess: @unchecked Sendable {
             }
         }
     #endif
+}
+
+/// A child's output as ``ChildProcess/collectOutput()`` reads it: what has come so far, and waits for more.
+public final class CollectedOutput: @unchecked Sendable {
+    // Safe: `data` and `ended` are only touched under `condition`.
+    private let condition = NSCondition()
+    private var data = Data()
+    private var ended = false
+
+    fileprivate init() {}
+
+    fileprivate func append(_ chunk: Data) {
+        condition.withLock {
+            data.append(chunk)
+            condition.broadcast()
+        }
+    }
+
+    fileprivate func finish() {
+        condition.withLock {
+            ended = true
+            condition.broadcast()
+        }
+    }
+
+    /// The output so far, as UTF-8 text.
+    public var text: String { condition.withLock { String(decoding: data, as: UTF8.self) } }
+
+    /// Whether the child has closed its output (normally: it ended).
+    public var hasEnded: Bool { condition.withLock { ended } }
+
+    /// Waits until `condition` holds for the output so far, the output ends, or `timeout` seconds pass;
+    /// returns whether `condition` holds.
+    @discardableResult
+    public func wait(until condition: (String) -> Bool, timeout: TimeInterval) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        self.condition.lock()
+        defer { self.condition.unlock() }
+        while true {
+            if condition(String(decoding: data, as: UTF8.self)) { return true }
+            if ended || !self.condition.wait(until: deadline) { return false }
+        }
+    }
+
+    /// Waits until the output ends or `timeout` seconds pass; returns whether it ended.
+    @discardableResult
+    public func waitForEnd(timeout: TimeInterval) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while !ended {
+            if !condition.wait(until: deadline) { return ended }
+        }
+        return true
+    }
 }

@@ -51,6 +51,28 @@ import Testing
         #expect(child.wait() == 128 + SIGKILL)
     }
 
+    /// A parent that kills its child at a moment the child's output names: the output is collected while the
+    /// child runs, a wait for a line returns once it came, one for a line that never comes ends with the output.
+    @Test func outputIsCollectedWhileTheChildRuns() throws {
+        let child = try ChildProcess(
+            executable: Self.shell, arguments: ["-c", "echo READY; exec sleep 30"], standardError: .discard)
+        let output = child.collectOutput()
+        #expect(output.wait(until: { $0.contains("READY") }, timeout: 20))
+        #expect(!output.hasEnded, "the child still runs")
+        #expect(!output.wait(until: { $0.contains("NEVER") }, timeout: 0.2), "a wait that times out")
+        child.signal(SIGKILL)
+        #expect(child.wait() == 128 + SIGKILL)
+        #expect(output.waitForEnd(timeout: 20))
+        #expect(output.text == "READY\n")
+
+        let quick = try ChildProcess(executable: Self.shell, arguments: ["-c", "echo one; echo two"])
+        let all = quick.collectOutput()
+        #expect(!all.wait(until: { $0.contains("three") }, timeout: 20), "the output ended first")
+        #expect(all.hasEnded)
+        #expect(all.text == "one\ntwo\n")
+        #expect(quick.wait() == 0)
+    }
+
     @Test func aMissingExecutableIsAnError() {
         #expect(throws: (any Error).self) {
             try ChildProcess(executable: URL(fileURLWithPath: "/nonexistent/swiftcouch-child"), arguments: [])

@@ -118,25 +118,13 @@ import Testing
             environment: [Self.childVariable: dir.path, "SWIFTCOUCH_STORE_CRASH_ROUND": String(round)],
             standardError: .discard)
         // Kill only once the child is writing (its first acknowledgement), then after a random time.
-        let collected = Collected()
-        let reader = Thread {
-            while true {
-                let chunk = process.readChunk()
-                if chunk.isEmpty { break }
-                collected.append(chunk)
-            }
-            collected.finish()
-        }
-        reader.start()
-        let started = Date()
-        while !collected.text.contains("ACK"), Date().timeIntervalSince(started) < 60, process.isRunning {
-            Thread.sleep(forTimeInterval: 0.01)
-        }
+        let output = process.collectOutput()
+        output.wait(until: { $0.contains("ACK") }, timeout: 60)
         Thread.sleep(forTimeInterval: killAfter)
         process.signal(SIGKILL)
         process.wait()
-        collected.waitUntilFinished()
-        return collected.text.split(separator: "\n").map(String.init)
+        output.waitForEnd(timeout: 10)
+        return output.text.split(separator: "\n").map(String.init)
     }
 
     /// The child: writes until it is killed. Runs only when the parent test starts it.
@@ -219,39 +207,5 @@ import Testing
                 if answer.status == 201 { ack("local", lid, version) }
             }
         }
-    }
-}
-
-/// Bytes a reader thread collects.
-private final class Collected: @unchecked Sendable {
-    // Safe: every member is only touched under `condition`.
-    private let condition = NSCondition()
-    private var data = Data()
-    private var done = false
-
-    func append(_ chunk: Data) {
-        condition.lock()
-        data.append(chunk)
-        condition.unlock()
-    }
-
-    func finish() {
-        condition.lock()
-        done = true
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    var text: String {
-        condition.lock()
-        defer { condition.unlock() }
-        return String(decoding: data, as: UTF8.self)
-    }
-
-    func waitUntilFinished() {
-        condition.lock()
-        let deadline = Date().addingTimeInterval(10)
-        while !done, condition.wait(until: deadline) {}
-        condition.unlock()
     }
 }

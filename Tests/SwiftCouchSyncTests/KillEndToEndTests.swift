@@ -129,31 +129,15 @@ import Testing
     private static func runChild(_ spec: String, killAfter: (events: Int, delay: Double)) throws -> String {
         let process = try ChildProcess.testBinary(
             filter: "replicationKillChild", environment: [childVariable: spec], standardError: .discard)
-        let text = LockedBox("")
-        let readerDone = DispatchSemaphore(value: 0)
-        let reader = Thread {
-            while true {
-                let chunk = process.readChunk()
-                if chunk.isEmpty { break }
-                text.mutate { $0 += String(decoding: chunk, as: UTF8.self) }
-            }
-            readerDone.signal()
-        }
-        reader.start()
-        let started = Date()
-        while !text.value.contains("CHILD-START"), Date().timeIntervalSince(started) < 60, process.isRunning {
-            Thread.sleep(forTimeInterval: 0.005)
-        }
-        while text.value.components(separatedBy: "EV ").count - 1 < killAfter.events,
-            Date().timeIntervalSince(started) < 60, process.isRunning
-        {
-            Thread.sleep(forTimeInterval: 0.001)
-        }
+        let output = process.collectOutput()
+        output.wait(
+            until: { $0.contains("CHILD-START") && $0.components(separatedBy: "EV ").count - 1 >= killAfter.events },
+            timeout: 60)
         Thread.sleep(forTimeInterval: killAfter.delay)
         process.signal(SIGKILL)
         process.wait()
-        _ = readerDone.wait(timeout: .now() + 30)
-        return text.value
+        output.waitForEnd(timeout: 30)
+        return output.text
     }
 
     /// The child: replicates until it is killed or done. Runs only when the parent test starts it. Prints
