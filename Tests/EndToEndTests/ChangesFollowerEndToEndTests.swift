@@ -2,6 +2,7 @@ import CouchTestServer
 import Foundation
 import SwiftCouch
 import Testing
+import SwiftCouchTestSupport
 
 @Suite("End to end: following the changes feed")
 struct ChangesFollowerEndToEndTests {
@@ -100,9 +101,7 @@ struct ChangesFollowerEndToEndTests {
         defer { server.stop() }
         var configuration = Configuration()
         configuration.retryPolicy = RetryPolicy(maximumRetries: 2, initialDelay: 0.01, maximumDelay: 0.05)
-        let client = CouchDBClient(
-            url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
-            configuration: configuration)
+        let client = server.adminClient(configuration: configuration)
         defer { client.shutdown() }
         let db = "follow"
         try await client.execute(CreateDatabaseOperation(name: db))

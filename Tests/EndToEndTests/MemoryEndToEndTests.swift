@@ -151,9 +151,7 @@ private func probeServedRows(database db: String) async throws {
     defer { server.stop() }
     var configuration = Configuration()
     E2EEnvironment.selectTransport(&configuration)
-    let client = CouchDBClient(
-        url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
-        configuration: configuration)
+    let client = server.adminClient(configuration: configuration)
     defer { client.shutdown() }
     try await client.execute(CreateDatabaseOperation(name: db))
     let writer = BulkWriter<LargeProbeDocument>(
@@ -255,9 +253,7 @@ struct MemoryProbe {
         defer { server.stop() }
         var configuration = Configuration()
         E2EEnvironment.selectTransport(&configuration)
-        let client = CouchDBClient(
-            url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
-            configuration: configuration)
+        let client = server.adminClient(configuration: configuration)
         defer { client.shutdown() }
         try await client.execute(CreateDatabaseOperation(name: db))
         let size = 64 << 20
@@ -298,9 +294,7 @@ extension MemoryProbe {
         defer { server.stop() }
         var configuration = Configuration()
         E2EEnvironment.selectTransport(&configuration)
-        let client = CouchDBClient(
-            url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
-            configuration: configuration)
+        let client = server.adminClient(configuration: configuration)
         defer { client.shutdown() }
         try await client.execute(CreateDatabaseOperation(name: db))
         let size = 32 << 20
@@ -354,9 +348,7 @@ func withProbeServer(_ body: (TestServer, CouchDBClient) async throws -> Void) a
     defer { server.stop() }
     var configuration = Configuration()
     configuration.maximumConcurrentOperations = 4
-    let client = CouchDBClient(
-        url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
-        configuration: configuration)
+    let client = server.adminClient(configuration: configuration)
     defer { client.shutdown() }
     try await body(server, client)
 }

@@ -2,6 +2,7 @@ import CouchTestServer
 import Foundation
 import SwiftCouch
 import Testing
+import SwiftCouchTestSupport
 
 @Suite("End to end: a TestServer restarted mid-batch loses nothing")
 struct RestartEndToEndTests {
@@ -20,9 +21,7 @@ struct RestartEndToEndTests {
         configuration.maximumConcurrentOperations = 4
         configuration.retryPolicy = RetryPolicy(
             maximumRetries: 20, initialDelay: 0.02, maximumDelay: 0.3, retryServerErrors: true)
-        let client = CouchDBClient(
-            url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
-            configuration: configuration)
+        let client = server.adminClient(configuration: configuration)
         defer { client.shutdown() }
         let db = "restart-batch"
         try await client.execute(CreateDatabaseOperation(name: db))

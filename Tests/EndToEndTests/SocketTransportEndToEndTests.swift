@@ -2,6 +2,7 @@ import CouchTestServer
 import Foundation
 @testable import SwiftCouch
 import Testing
+import SwiftCouchTestSupport
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -497,9 +498,7 @@ struct SocketTransportEndToEndTests {
         var configuration = Configuration()
         configuration.transport = transport
         configuration.retryPolicy = RetryPolicy(maximumRetries: 3, initialDelay: 0.01, maximumDelay: 0.05)
-        let client = CouchDBClient(
-            url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
-            configuration: configuration)
+        let client = server.adminClient(configuration: configuration)
         defer { client.shutdown() }
         try await client.execute(CreateDatabaseOperation(name: "notes"))
         _ = server.faults.failNext(1, with: .tooManyRequests(retryAfter: nil), matching: .path("/notes/a"))

@@ -177,9 +177,7 @@ struct TimeBoundsEndToEndTests {
         var configuration = Configuration()
         configuration.requestTimeout = 1.5
         configuration.transport = SocketTransport()
-        let client = CouchDBClient(
-            url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
-            configuration: configuration)
+        let client = server.adminClient(configuration: configuration)
         defer { client.shutdown() }
         _ = try await client.execute(CreateDatabaseOperation(name: "slow"))
         _ = try await client.value(PutDocumentOperation(database: "slow", id: "d", document: Note(text: "x", n: 1)))
@@ -220,9 +218,7 @@ struct TimeBoundsEndToEndTests {
         var configuration = Configuration()
         configuration.requestTimeout = 1
         configuration.transport = SocketTransport()
-        let client = CouchDBClient(
-            url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
-            configuration: configuration)
+        let client = server.adminClient(configuration: configuration)
         defer { client.shutdown() }
         _ = try await client.execute(CreateDatabaseOperation(name: "feed"))
 

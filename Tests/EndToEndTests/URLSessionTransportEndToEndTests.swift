@@ -2,6 +2,7 @@ import CouchTestServer
 import Foundation
 import SwiftCouch
 import Testing
+import SwiftCouchTestSupport
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -264,9 +265,7 @@ private func withURLSessionServer(
     configuration.retryPolicy = RetryPolicy(maximumRetries: 30, initialDelay: 0.005, maximumDelay: 0.05)
     configuration.maximumConcurrentOperations = 8
     configuration.transport = URLSessionTransport(maximumConnectionsPerHost: 8)
-    let client = CouchDBClient(
-        url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
-        configuration: configuration)
+    let client = server.adminClient(configuration: configuration)
     defer { client.shutdown() }
     try await body(server, client)
 }

@@ -34,8 +34,7 @@ enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
             try await body(database)
         case .remote:
             let server = Self.server
-            let client = CouchDBClient(
-                url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword))
+            let client = server.adminClient()
             defer { client.shutdown() }
             let database = client.database("store-\(UUID().uuidString.lowercased().prefix(12))")
             try await database.create()

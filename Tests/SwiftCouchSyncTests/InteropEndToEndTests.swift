@@ -4,6 +4,7 @@ import SwiftCouch
 import SwiftCouchStore
 import SwiftCouchSync
 import Testing
+import SwiftCouchTestSupport
 
 /// Interoperability: CouchDB's own replicator against a TestServer serving a local database (with
 /// `COUCHDB_URL`), and SwiftCouch's replicator against the server's own on the same source.
@@ -42,8 +43,7 @@ import Testing
         configuration.passwordIterations = 10
         let server = try TestServer.start(configuration)
         defer { server.stop() }
-        let testClient = CouchDBClient(
-            url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword))
+        let testClient = server.adminClient()
         defer { testClient.shutdown() }
         let served = Endpoint(testClient, "app")
         let basic =

@@ -5,6 +5,7 @@ import SwiftCouch
 import SwiftCouchStore
 import SwiftCouchSync
 import Testing
+import SwiftCouchTestSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -42,8 +43,7 @@ import Testing
             engine.close()
             try? FileManager.default.removeItem(at: directory)
         }
-        let client = CouchDBClient(
-            url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword))
+        let client = server.adminClient()
         defer { client.shutdown() }
         let corpus = CorpusSpec(
             documents: 150, conflictLeaves: [5, 12], bigAttachments: [200_000], textAttachmentBytes: 5_000)

@@ -133,7 +133,7 @@ private func withRemoteProbeDatabases(
     // A single node of its own, whatever mode the suite runs in: the child's figures are its own either way, and a
     // cluster would store the attachment three times.
     try await withPrivateTestServer(for: "a memory test") { testServer, client in
-        let credentials = Credentials(username: testServer.adminName, password: testServer.adminPassword)
+        let credentials = testServer.adminCredentials
         let server = ProbeServer(url: testServer.url, credentials: credentials, client: client)
         try await withRemoteDatabases(purpose, count: 2, client: client) { try await body(server, $0[0], $0[1]) }
     }

@@ -3,6 +3,7 @@ import Foundation
 import SwiftCouch
 @testable import SwiftCouchSync
 import Testing
+import SwiftCouchTestSupport
 
 /// A one-shot replication whose source or target is deleted and created again mid-run, at a fixed point
 /// (after its second batch, through the replicator's internal hook, so it works against the TestServer
@@ -119,8 +120,7 @@ import Testing
             server.stop()
             engine.close()
         }
-        let client = CouchDBClient(
-            url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword))
+        let client = server.adminClient()
         defer { client.shutdown() }
         try await withRemoteDatabases("recreate-zero", count: 2, client: client) { endpoints in
             let (source, target) = (endpoints[0], endpoints[1])

@@ -88,9 +88,7 @@ import Testing
         }
         var configuration = Configuration()
         configuration.retryPolicy = RetryPolicy(maximumRetries: 10, initialDelay: 0.01, maximumDelay: 0.2)
-        let client = CouchDBClient(
-            url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
-            configuration: configuration)
+        let client = server.adminClient(configuration: configuration)
         defer { client.shutdown() }
         try await withRemoteDatabases("fault", count: 2, client: client) { endpoints in
             let (source, target) = (endpoints[0], endpoints[1])
@@ -160,9 +158,7 @@ import Testing
         try await withPrivateTestServer(for: "a 429 storm with Retry-After") { server, _ in
             var configuration = Configuration()
             configuration.retryPolicy = .disabled  // every 429 reaches the replicator's own retries
-            let client = CouchDBClient(
-                url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
-                configuration: configuration)
+            let client = server.adminClient(configuration: configuration)
             defer { client.shutdown() }
             try await withRemoteDatabases("retry-after", count: 2, client: client) { endpoints in
                 let (source, target) = (endpoints[0], endpoints[1])

@@ -4,6 +4,7 @@ import SwiftCouch
 import SwiftCouchStore
 import SwiftCouchSync
 import Testing
+import SwiftCouchTestSupport
 
 /// The TestServer, local stores and databases the replication tests use.
 enum SyncFixture {
@@ -23,7 +24,7 @@ enum SyncFixture {
         configuration.replicaLag = Double(environment["SWIFTCOUCH_TESTSERVER_REPLICA_LAG"] ?? "") ?? 0
         do {
             let server = try TestServer.start(configuration)
-            return (server.url, Credentials(username: server.adminName, password: server.adminPassword), server)
+            return (server.url, server.adminCredentials, server)
         } catch {
             fatalError("Could not start the TestServer: \(error)")
         }

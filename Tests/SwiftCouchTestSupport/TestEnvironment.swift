@@ -59,7 +59,7 @@ public final class CouchTestEnvironment: Sendable {
             configuration.replicaLag = Self.replicaLag
             let server = try TestServer.start(configuration)
             self.url = server.url
-            self.credentials = Credentials(username: server.adminName, password: server.adminPassword)
+            self.credentials = server.adminCredentials
             self.testServer = server
         }
     }
@@ -109,9 +109,7 @@ public func withPrivateTestServer(
     configuration.retryPolicy = retryPolicy
     configuration.maximumConcurrentOperations = concurrency
     CouchTestEnvironment.selectTransport(&configuration)
-    let client = CouchDBClient(
-        url: server.url, credentials: Credentials(username: server.adminName, password: server.adminPassword),
-        configuration: configuration)
+    let client = server.adminClient(configuration: configuration)
     defer { client.shutdown() }
     try await body(server, client)
 }
