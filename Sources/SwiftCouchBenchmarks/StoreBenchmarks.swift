@@ -259,16 +259,6 @@ enum StoreBenchmarks {
                 print("  \(designName): failed: \(error)")
             }
         }
-        let replicateName = "CouchDB's replicator: \(sizes.insertDocuments) docs to a new database"
-        if let couch, isSelected(replicateName) {
-            do {
-                rows.append(
-                    try await couchReplication(
-                        couch, documents: sizes.insertDocuments, batch: sizes.batch, name: replicateName))
-            } catch {
-                print("  \(replicateName): failed: \(error)")
-            }
-        }
         let compactName = "compaction, half the revisions garbage"
         if isSelected(compactName) {
             do {
@@ -378,62 +368,6 @@ enum StoreBenchmarks {
         if let failed = rows.first(where: { $0["error"] != nil }) {
             throw Failure(description: "CouchDB's _bulk_docs refused a document: \(failed)")
         }
-    }
-
-    /// CouchDB's own replicator copying a database of `documents` documents of about 215 bytes to a
-    /// new database on the same server (`POST /_replicate`, one-shot, `create_target`), in documents
-    /// per second: the baseline the Sync issue compares SwiftCouch's replicator with. Only with a
-    /// CouchDB; the store has no column here.
-    static func couchReplication(_ couch: PlainClient, documents: Int, batch: Int, name: String) async throws -> Row {
-        let suffix = UUID().uuidString.lowercased().prefix(8)
-        let source = "bench-rep-src-\(suffix)"
-        let target = "bench-rep-tgt-\(suffix)"
-        func endpoint(_ db: String) -> [String: Any] {
-            // Credentials as a header: CouchDB does not percent-decode credentials in a URL.
-            ["url": couch.base.absoluteString + "/" + db, "headers": ["Authorization": couch.authorization]]
-        }
-        do {
-            let row = try await couchReplication(
-                couch, source: source, target: target, endpoint: endpoint, documents: documents, batch: batch,
-                name: name)
-            for db in [source, target] { _ = try? await couch.send(couch.request("DELETE", "/\(db)")) }
-            return row
-        } catch {
-            // Deleted whatever happened, so the server is left as it was found.
-            for db in [source, target] { _ = try? await couch.send(couch.request("DELETE", "/\(db)")) }
-            throw error
-        }
-    }
-
-    static func couchReplication(
-        _ couch: PlainClient, source: String, target: String, endpoint: (String) -> [String: Any], documents: Int,
-        batch: Int, name: String
-    ) async throws -> Row {
-        _ = try await couch.send(couch.request("PUT", "/\(source)"))
-        for body in batches(0..<documents, batch: batch) { try await couchBulkDocs(couch, db: source, body: body) }
-        let request = try JSONSerialization.data(withJSONObject: [
-            "source": endpoint(source), "target": endpoint(target), "create_target": true,
-        ])
-        var answer: [String: Any] = [:]
-        let elapsed = try await asyncSeconds {
-            var post = couch.request("POST", "/_replicate", body: request)
-            post.timeoutInterval = 1_800  // a one-shot _replicate answers when the copy is done
-            let data = try await couch.send(post)
-            answer = (try JSONSerialization.jsonObject(with: data) as? [String: Any]) ?? [:]
-        }
-        let written = ((answer["history"] as? [[String: Any]])?.first?["docs_written"] as? NSNumber)?.intValue
-        let info = try await couch.get("/\(target)")
-        let copied = (info["doc_count"] as? NSNumber)?.intValue
-        guard answer["ok"] as? Bool == true, copied == documents else {
-            throw Failure(
-                description: "the replication copied \(copied.map(String.init) ?? "?") of \(documents) documents")
-        }
-        print("  done: CouchDB's replicator: \(documents) docs in \(String(format: "%.1f", elapsed)) s")
-        return Row(
-            name: name, unit: "docs/s", store: .nan, couchDB: Double(documents) / max(elapsed, 1e-9),
-            higherIsBetter: true,
-            note: "POST /_replicate, one-shot, create_target, same server; \(written ?? 0) docs_written; "
-                + String(format: "%.1f s", elapsed) + "; the Sync issue's baseline (no store column)")
     }
 
     /// Builds a database of `documents` documents, then opens it in a child process (so that its
@@ -673,10 +607,9 @@ enum StoreBenchmarks {
     static let legend = """
         Store rows: CouchStore's engine in this process (CouchEngine.handle, no HTTP, a data directory in a
         temporary folder), and the same work against the CouchDB of COUCHDB_URL over HTTP when it is set
-        (— otherwise). With a CouchDB, one more row times CouchDB's own replicator copying the inserted
-        documents to a new database on the same server (POST /_replicate, one-shot, create_target): the
-        baseline of the Sync issue; the store has no column there. Throughputs: higher is better; times,
-        memory and size ratios: lower is better. The open row builds its database once, then opens it in a
+        (— otherwise). CouchDB's own replicator is timed by the replication rows (--sync-only), beside
+        SwiftCouchSync doing the same copy. Throughputs: higher is better; times, memory and size ratios:
+        lower is better. The open row builds its database once, then opens it in a
         child process (resident memory from VmRSS, peak from VmHWM of /proc/self/status, the child's
         alone). Sizes are the data directory's total.
         """
