@@ -330,23 +330,21 @@ public final class CollectedOutput: @unchecked Sendable {
     /// returns whether `condition` holds.
     @discardableResult
     public func wait(until condition: (String) -> Bool, timeout: TimeInterval) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        self.condition.lock()
-        defer { self.condition.unlock() }
-        while true {
-            if condition(String(decoding: data, as: UTF8.self)) { return true }
-            if ended || !self.condition.wait(until: deadline) { return false }
-        }
+        self.condition.withLock { waitLocked(timeout: timeout) { condition(String(decoding: data, as: UTF8.self)) } }
     }
 
     /// Waits until the output ends or `timeout` seconds pass; returns whether it ended.
     @discardableResult
     public func waitForEnd(timeout: TimeInterval) -> Bool {
+        condition.withLock { waitLocked(timeout: timeout) { ended } }
+    }
+
+    /// The one wait behind both (`condition` locked): until `satisfied` holds, the output ends, or `timeout`
+    /// seconds pass; returns whether `satisfied` holds.
+    private func waitLocked(timeout: TimeInterval, until satisfied: () -> Bool) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
-        condition.lock()
-        defer { condition.unlock() }
-        while !ended {
-            if !condition.wait(until: deadline) { return ended }
+        while !satisfied() {
+            if ended || !condition.wait(until: deadline) { return satisfied() }
         }
         return true
     }

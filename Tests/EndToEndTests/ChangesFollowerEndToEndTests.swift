@@ -1,8 +1,8 @@
 import CouchTestServer
 import Foundation
 import SwiftCouch
-import Testing
 import SwiftCouchTestSupport
+import Testing
 
 @Suite("End to end: following the changes feed")
 struct ChangesFollowerEndToEndTests {

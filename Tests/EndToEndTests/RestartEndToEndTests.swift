@@ -1,8 +1,8 @@
 import CouchTestServer
 import Foundation
 import SwiftCouch
-import Testing
 import SwiftCouchTestSupport
+import Testing
 
 @Suite("End to end: a TestServer restarted mid-batch loses nothing")
 struct RestartEndToEndTests {

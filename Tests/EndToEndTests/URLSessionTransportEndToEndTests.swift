@@ -1,8 +1,8 @@
 import CouchTestServer
 import Foundation
 import SwiftCouch
-import Testing
 import SwiftCouchTestSupport
+import Testing
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking

@@ -3,8 +3,8 @@ import Foundation
 import SwiftCouch
 import SwiftCouchStore
 import SwiftCouchSync
-import Testing
 import SwiftCouchTestSupport
+import Testing
 
 /// Interoperability: CouchDB's own replicator against a TestServer serving a local database (with
 /// `COUCHDB_URL`), and SwiftCouch's replicator against the server's own on the same source.

@@ -4,8 +4,8 @@ import ProcessSpawn
 import SwiftCouch
 import SwiftCouchStore
 import SwiftCouchSync
-import Testing
 import SwiftCouchTestSupport
+import Testing
 
 #if canImport(Glibc)
     import Glibc

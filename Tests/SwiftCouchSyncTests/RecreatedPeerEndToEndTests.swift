@@ -2,8 +2,8 @@ import CouchTestServer
 import Foundation
 import SwiftCouch
 @testable import SwiftCouchSync
-import Testing
 import SwiftCouchTestSupport
+import Testing
 
 /// A one-shot replication whose source or target is deleted and created again mid-run, at a fixed point
 /// (after its second batch, through the replicator's internal hook, so it works against the TestServer

@@ -3,8 +3,8 @@ import Foundation
 import SwiftCouch
 import SwiftCouchStore
 import SwiftCouchSync
-import Testing
 import SwiftCouchTestSupport
+import Testing
 
 /// The TestServer, local stores and databases the replication tests use.
 enum SyncFixture {
