@@ -93,7 +93,7 @@ func databaseFileSize(_ dir: URL, _ db: String) -> Int {
     return (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int) ?? -1
 }
 
-/// A fresh temporary directory, removed by `cleanUp`.
+/// A fresh temporary directory; the caller removes it (`defer { try? FileManager.default.removeItem(at: dir) }`).
 func makeTemporaryDirectory() -> URL {
     let url = FileManager.default.temporaryDirectory.appendingPathComponent("couch-engine-\(UUID().uuidString)")
     try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)

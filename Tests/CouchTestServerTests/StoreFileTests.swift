@@ -370,7 +370,9 @@ import Testing
 /// built whole says.
 @Suite(.ownThreads) struct StreamedChangesFeedTests {
     @Test func aWholeFeedStreamsTheSameRowsAsTheFeedBuiltWhole() throws {
-        let engine = try ServerEngine(options: testOptions(makeTemporaryDirectory()))
+        let dir = makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let engine = try ServerEngine(options: testOptions(dir))
         engine.send("PUT", "/db")
         for batch in 0..<5 {
             let docs = JSON.array((0..<500).map { i in ["_id": .string("d\(batch)-\(i)"), "i": .int(Int64(i))] })

@@ -167,7 +167,9 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
     }
 
     @Test func aConflictIsAnsweredBeforeTheBodyIsRead() throws {
-        let engine = try ServerEngine(options: testOptions(makeTemporaryDirectory()))
+        let dir = makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let engine = try ServerEngine(options: testOptions(dir))
         defer { engine.close() }
         engine.send("PUT", "/db")
         engine.send("PUT", "/db/a", json: [:])
@@ -207,7 +209,9 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
     }
 
     @Test func aCompressibleUploadGetsCouchDBsDigestStreamedOrWhole() throws {
-        let engine = try ServerEngine(options: testOptions(makeTemporaryDirectory()))
+        let dir = makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let engine = try ServerEngine(options: testOptions(dir))
         defer { engine.close() }
         engine.send("PUT", "/db")
         for size in [10_000, ZlibCompatibleGzip.compressionLimit + 1, 2 * StoreFile.blobChunkSize + 99] {
@@ -356,7 +360,9 @@ private final class PieceSource: RequestBodySource, @unchecked Sendable {
 
     @Test func aPartOfAnotherLengthThanItsStubIsRefusedAsCouchDBRefusesIt() throws {
         // couch_att:write_streamed_attachment: "attachment shorter than expected" / "attachment longer than expected".
-        let engine = try ServerEngine(options: testOptions(makeTemporaryDirectory()))
+        let dir = makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let engine = try ServerEngine(options: testOptions(dir))
         defer { engine.close() }
         engine.send("PUT", "/db")
         let bytes = randomPayload(StoreFile.blobChunkSize + 3)

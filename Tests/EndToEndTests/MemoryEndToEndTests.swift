@@ -104,10 +104,23 @@ extension MemoryEndToEndTests {
     @Test("A probe child that fails is reported as an issue, so a memory test cannot pass on a probe that never ran")
     func aFailingProbeIsReported() async throws {
         var readings: [String: Int64] = ["unset": 1]
+        let workload = "no-such-workload-\(UUID().uuidString)"
         await withKnownIssue {
-            readings = try await runProbe("no-such-workload", url: URL(string: "http://127.0.0.1:9"), database: "none")
+            readings = try await runProbe(workload, url: URL(string: "http://127.0.0.1:9"), database: "none")
         }
         #expect(readings.isEmpty)
+        // The child's whole output was saved for the reader of the issue; this run's own log is removed, since the
+        // failure is the test's point.
+        let temporary = FileManager.default.temporaryDirectory
+        let saved = try FileManager.default.contentsOfDirectory(atPath: temporary.path).filter {
+            $0.hasPrefix("swiftcouch-probe-\(workload)-")
+        }
+        #expect(saved.count == 1, "the failed probe's output is saved once")
+        for name in saved {
+            let log = temporary.appendingPathComponent(name)
+            #expect(String(decoding: try Data(contentsOf: log), as: UTF8.self).contains("unknown probe"))
+            try FileManager.default.removeItem(at: log)
+        }
     }
 
     @Test(

@@ -126,9 +126,16 @@ import Testing
 
     /// Runs the child replication, kills it `killAfter.delay` seconds after its `killAfter.events`-th event
     /// (unless it finished before), and returns what it printed.
+    /// The child's temporary directory is one of its own, removed once it has ended: files the replicator had not
+    /// removed yet when it was killed (the attachments of a revision being written) do not outlive the test.
     private static func runChild(_ spec: String, killAfter: (events: Int, delay: Double)) throws -> String {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "swiftcouch-sync-kill-child-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
         let process = try ChildProcess.testBinary(
-            filter: "replicationKillChild", environment: [childVariable: spec], standardError: .discard)
+            filter: "replicationKillChild", environment: [childVariable: spec, "TMPDIR": scratch.path],
+            standardError: .discard)
         let output = process.collectOutput()
         output.wait(
             until: { $0.contains("CHILD-START") && $0.components(separatedBy: "EV ").count - 1 >= killAfter.events },
