@@ -74,8 +74,6 @@ final class Database: @unchecked Sendable {
     /// Set when a write could not be made durable: later writes fail until the database is reopened.
     private(set) var storageFailure: StoreFileError?
 
-    /// Called (lock held) after each committed document write.
-    var onCommit: (@Sendable () -> Void)?
     /// Called (lock held) with the id of each committed document write; must not block.
     var onDocumentCommit: (@Sendable (String) -> Void)?
     private(set) var externalSize = 0
@@ -313,7 +311,6 @@ final class Database: @unchecked Sendable {
         let replicated = stored
         feedReplica { $0.apply(id: id, nodes: replicated, seq: seq) }
         cond.broadcast()
-        onCommit?()
         onDocumentCommit?(id)
     }
 

@@ -117,10 +117,14 @@ public final class CouchEngine: @unchecked Sendable {
         return databases.keys.sorted(by: idLess)
     }
 
-    /// Reports every committed document write of a database to the host.
+    /// Reports every committed document write of a database to the host. The closure holds the database weakly: the
+    /// database holds the closure, and a strong hold back would keep every database (and its whole index) alive after
+    /// it is deleted or its engine closed.
     private func attachNotifier(_ db: Database) {
-        let handle = DatabaseHandle(db)
-        db.onDocumentCommit = { [weak self] id in self?.host?.documentCommitted(handle, id: id) }
+        db.onDocumentCommit = { [weak self, weak db] id in
+            guard let db else { return }
+            self?.host?.documentCommitted(DatabaseHandle(db), id: id)
+        }
     }
 
     func createDatabase(name: String, partitioned: Bool, q: Int, n: Int) -> Result<Database, CouchError> {
