@@ -30,7 +30,8 @@ import Testing
         weak var freed: Database?
         do {
             fill(engine, "db")
-            freed = try #require(engine.store.database(named: "db"))
+            let db = try #require(engine.store.database(named: "db"))
+            freed = db
         }
         #expect(engine.send("DELETE", "/db").status == 200)
         #expect(freed == nil, "the deleted database is still held")
@@ -44,7 +45,8 @@ import Testing
         do {
             let engine = try ServerEngine(options: testOptions(dir))
             fill(engine, "db")
-            freedDatabase = try #require(engine.store.database(named: "db"))
+            let db = try #require(engine.store.database(named: "db"))
+            freedDatabase = db
             freedEngine = engine.store
             engine.close()
         }
