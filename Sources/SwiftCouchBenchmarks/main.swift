@@ -66,7 +66,17 @@ if let index = arguments.firstIndex(of: "--serve") {
     let port = index + 1 < arguments.count ? Int(arguments[index + 1]) ?? 0 : 0
     let server = try TestServer.start(TestServer.Configuration(port: port))
     FileHandle.standardOutput.write(Data("URL \(server.url.absoluteString)\n".utf8))
+    // Served until SIGTERM (what the parent sends when it is done) or the end of standard input; either way the
+    // server stops, which removes its temporary data directory (SIGTERM's default action would leave it).
+    signal(SIGTERM, SIG_IGN)
+    let terminate = DispatchSource.makeSignalSource(signal: SIGTERM, queue: DispatchQueue(label: "serve.signals"))
+    terminate.setEventHandler {
+        server.stop()
+        exit(0)
+    }
+    terminate.resume()
     while readLine() != nil {}
+    terminate.cancel()
     server.stop()
     exit(0)
 }
