@@ -61,22 +61,24 @@ if let index = arguments.firstIndex(of: "--open-database"), index + 1 < argument
     StoreBenchmarks.openChild(directory: arguments[index + 1])
 }
 
-// Child mode: serve a TestServer until stdin closes.
+// Child mode: serve a TestServer until SIGTERM or the end of standard input.
 if let index = arguments.firstIndex(of: "--serve") {
     let port = index + 1 < arguments.count ? Int(arguments[index + 1]) ?? 0 : 0
     let server = try TestServer.start(TestServer.Configuration(port: port))
     FileHandle.standardOutput.write(Data("URL \(server.url.absoluteString)\n".utf8))
-    // Served until SIGTERM (what the parent sends when it is done) or the end of standard input; either way the
-    // server stops, which removes its temporary data directory (SIGTERM's default action would leave it).
+    // Served until SIGTERM (what the parent sends when it is done) or the end of standard input, whichever comes
+    // first (the parent's exit brings both at once): the main thread alone then stops the server, which removes its
+    // temporary data directory (SIGTERM's default action would leave it), and exits.
+    let ended = DispatchSemaphore(value: 0)
     signal(SIGTERM, SIG_IGN)
     let terminate = DispatchSource.makeSignalSource(signal: SIGTERM, queue: DispatchQueue(label: "serve.signals"))
-    terminate.setEventHandler {
-        server.stop()
-        exit(0)
-    }
+    terminate.setEventHandler { ended.signal() }
     terminate.resume()
-    while readLine() != nil {}
-    terminate.cancel()
+    Thread.detachNewThread {
+        while readLine() != nil {}
+        ended.signal()
+    }
+    ended.wait()
     server.stop()
     exit(0)
 }
