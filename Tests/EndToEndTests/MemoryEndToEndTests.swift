@@ -113,7 +113,7 @@ extension MemoryEndToEndTests {
         // failure is the test's point.
         let temporary = FileManager.default.temporaryDirectory
         let saved = try FileManager.default.contentsOfDirectory(atPath: temporary.path).filter {
-            $0.hasPrefix("swiftcouch-probe-\(workload)-")
+            $0.hasPrefix(ChildProbe.savedLogPrefix(workload))
         }
         #expect(saved.count == 1, "the failed probe's output is saved once")
         for name in saved {

@@ -126,6 +126,7 @@ import Testing
 
     /// Runs the child replication, kills it `killAfter.delay` seconds after its `killAfter.events`-th event
     /// (unless it finished before), and returns what it printed.
+    ///
     /// The child's temporary directory is one of its own, removed once it has ended: files the replicator had not
     /// removed yet when it was killed (the attachments of a revision being written) do not outlive the test.
     private static func runChild(_ spec: String, killAfter: (events: Int, delay: Double)) throws -> String {

@@ -50,7 +50,7 @@ public enum ChildProbe {
         let readings = parse(outcome.output)
         if readings.isEmpty || outcome.status != 0 || outcome.timedOut {
             let saved = FileManager.default.temporaryDirectory.appendingPathComponent(
-                "swiftcouch-probe-\(workload)-\(UUID().uuidString).log")
+                savedLogPrefix(workload) + "\(UUID().uuidString).log")
             try? outcome.output.write(to: saved)
             let why = outcome.timedOut ? "was terminated after \(deadline) s" : "failed (exit \(outcome.status))"
             let tail = String(decoding: outcome.output.suffix(6_000), as: UTF8.self)
@@ -60,6 +60,9 @@ public enum ChildProbe {
         }
         return readings
     }
+
+    /// How the names of the logs a failed `workload` child leaves in the temporary directory begin.
+    public static func savedLogPrefix(_ workload: String) -> String { "swiftcouch-probe-\(workload)-" }
 
     private static func launch(filter: String, workload: String, _ extra: [String: String], deadline: Double) throws
         -> (output: Data, status: Int32, timedOut: Bool)
