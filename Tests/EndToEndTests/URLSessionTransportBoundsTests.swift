@@ -62,7 +62,7 @@ struct URLSessionTransportBoundsTests {
         defer { slowHead.stop() }
         let slowBody = try RawResponder { peer in
             peer.write("HTTP/1.1 200 OK\r\nContent-Length: 15\r\n\r\n")
-            peer.trickle(Data(repeating: 0x41, count: 15), pause: 0.1)
+            peer.trickle(Data(repeating: 0x41, count: 15), pause: 0.3)
         }
         defer { slowBody.stop() }
         let transport = URLSessionTransport()
@@ -75,7 +75,9 @@ struct URLSessionTransportBoundsTests {
         #expect(head.bytes == 0)
 
         var bodyRequest = HTTPRequest(method: .get, url: slowBody.url("/body"), timeout: 5)
-        bodyRequest.deadline = 0.5
+        // The body takes 4.5 s, well past the deadline; the deadline leaves the head 2 s to arrive even
+        // on a loaded machine (0.5 s was once too little in a whole-suite run).
+        bodyRequest.deadline = 2
         let body = await transport.streamed(bodyRequest)
         #expect(body.error == nil, "\(String(describing: body.error))")
         #expect(body.bytes == 15)
