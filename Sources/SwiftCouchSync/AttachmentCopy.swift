@@ -80,16 +80,9 @@ struct AttachmentCopy {
             throw CouchError.validation("A replicated revision has no _id or _rev.")
         }
         let attachments = members.removeValue(forKey: "_attachments")?.objectValue ?? [:]
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "swiftcouchsync-\(UUID().uuidString)", isDirectory: true)
-        do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        } catch {
-            throw CouchError(
-                kind: .transport, message: "Could not create a temporary directory for attachments: \(error)",
-                underlying: error)
-        }
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let scratch = try ScratchFolder()
+        defer { scratch.remove() }
+        let directory = scratch.url
 
         // Attachments to send, in name order, downloaded one after another.
         var stubs: [(String, JSONValue)] = []

@@ -3,7 +3,7 @@ import Foundation
 import ProcessSpawn
 import SwiftCouch
 import SwiftCouchStore
-import SwiftCouchSync
+@testable import SwiftCouchSync
 import SwiftCouchTestSupport
 import Testing
 
@@ -67,6 +67,7 @@ import Testing
             let sourceSpec = sourceIsLocal ? "local:" + directory.path : "remote:" + remoteSource.database
             let targetSpec = targetIsLocal ? "local:" + directory.path : "remote:" + remoteTarget.database
             var kills = 0
+            var swept = 0
             var reported: [String] = []  // id@rev of every documentWritten event, every process
             for round in 0..<rounds {
                 // The source changes between rounds: new documents and an update.
@@ -86,7 +87,7 @@ import Testing
                     events: Int.random(in: 1...(round == 0 ? 120 : 12)), delay: Double.random(in: 0...0.01)
                 )
                 let spec = [server.url.absoluteString, server.adminName, server.adminPassword, sourceSpec, targetSpec]
-                let outcome = try await withCheckedThrowingContinuation { continuation in
+                let (outcome, sweep) = try await withCheckedThrowingContinuation { continuation in
                     DispatchQueue.global().async {
                         continuation.resume(
                             with: Result { try Self.runChild(spec.joined(separator: "\n"), killAfter: killAfter) })
@@ -96,6 +97,8 @@ import Testing
                     Issue.record("round \(round): the child's replication failed: \(outcome)")
                 }
                 if !outcome.contains("CHILD-DONE") { kills += 1 }
+                swept += sweep.removed
+                #expect(sweep.left.isEmpty, "round \(round): scratch folders left after the sweep: \(sweep.left)")
                 reported += outcome.split(separator: "\n").compactMap { line in
                     line.hasPrefix("W ") ? String(line.dropFirst(2)) : nil
                 }
@@ -119,7 +122,8 @@ import Testing
             #expect(!reported.isEmpty)
             print(
                 "KillEndToEndTests \(direction): \(kills) of \(rounds) child processes killed mid-run, "
-                    + "\(reported.count) revisions reported written, \(recorder.recorded.count) through a remote _bulk_docs"
+                    + "\(reported.count) revisions reported written, \(recorder.recorded.count) through a remote _bulk_docs, "
+                    + "\(swept) killed copies' scratch folders swept"
             )
         }
     }
@@ -129,7 +133,12 @@ import Testing
     ///
     /// The child's temporary directory is one of its own, removed once it has ended: files the replicator had not
     /// removed yet when it was killed (the attachments of a revision being written) do not outlive the test.
-    private static func runChild(_ spec: String, killAfter: (events: Int, delay: Double)) throws -> String {
+    /// Before that, the directory is swept as the next replicator would sweep it (at any age): the kernel
+    /// released a killed child's scratch lock, so its folder must go. Returns the child's output, how many
+    /// folders the sweep removed, and the scratch folders left after it.
+    private static func runChild(
+        _ spec: String, killAfter: (events: Int, delay: Double)
+    ) throws -> (String, (removed: Int, left: [String])) {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
             "swiftcouch-sync-kill-child-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
@@ -145,7 +154,11 @@ import Testing
         process.signal(SIGKILL)
         process.wait()
         output.waitForEnd(timeout: 30)
-        return output.text
+        let removed = ScratchFolder.removeAbandoned(in: scratch, minimumAge: 0)
+        let left = try FileManager.default.contentsOfDirectory(atPath: scratch.path).filter {
+            $0.hasPrefix(ScratchFolder.prefix)
+        }
+        return (output.text, (removed, left))
     }
 
     /// The child: replicates until it is killed or done. Runs only when the parent test starts it. Prints
