@@ -63,9 +63,12 @@ struct AttachmentCopy {
         var newest: Int64 = 0
         for ancestor in ancestors {
             let parts = ancestor.split(separator: "-", maxSplits: 1)
-            guard parts.count == 2, let generation = Int64(parts[0]) else { continue }
+            // Both numbers come from peers: a generation from 1 to `start` cannot overflow below.
+            guard parts.count == 2, let generation = Int64(parts[0]), generation >= 1, generation <= start else {
+                continue
+            }
             let index = start - generation
-            guard index >= 0, index < Int64(ids.count), ids[Int(index)] == String(parts[1]) else { continue }
+            guard index < Int64(ids.count), ids[Int(index)] == String(parts[1]) else { continue }
             newest = max(newest, generation)
         }
         return newest

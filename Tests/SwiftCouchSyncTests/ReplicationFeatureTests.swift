@@ -275,6 +275,18 @@ struct ReplicationInternalsTests {
         #expect(AttachmentCopy.sentAbove(document, ancestors: ["3-x", "9-e", "0-a", "junk"]) == 0)
     }
 
+    @Test("Attachments sent: generations at Int64's ends, from a hostile source or target, send everything")
+    func sentAboveAtTheEnds() {
+        let extremes: [Int64] = [.min, .min + 1, -1, 0, .max - 1, .max]
+        for start in extremes {
+            let document: JSONValue = .object([
+                "_id": "d", "_rev": "5-e", "_revisions": .object(["start": .int(start), "ids": .array(["e", "d"])]),
+            ])
+            let ancestors = extremes.map { "\($0)-e" } + ["-9223372036854775808-d", "9223372036854775807-d"]
+            #expect(AttachmentCopy.sentAbove(document, ancestors: ancestors) == (start >= 1 ? start : 0))
+        }
+    }
+
     @Test("Checkpoint logs: same session, newest shared history entry, or from the start")
     func startPoint() {
         func entry(_ session: String, _ seq: Int64) -> ReplicationLog.Entry {

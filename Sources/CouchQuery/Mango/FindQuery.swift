@@ -94,7 +94,7 @@ public final class MangoFindQuery: @unchecked Sendable {
         if descending { rows.reverse() }
         var skip = options.skip
         if let position {
-            skip += 1
+            if skip < Int.max { skip += 1 }  // the bookmark's own row (a skip of Int.max skips everything anyway)
             rows = rows.filter { row in
                 let c =
                     index.isSpecial

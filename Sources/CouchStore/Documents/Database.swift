@@ -515,7 +515,13 @@ final class Database: @unchecked Sendable {
             guard winner.deleted else { throw CouchError.conflict }
             parent = winner
         }
-        let pos = (parent?.pos ?? 0) + 1
+        let parentPos = parent?.pos ?? 0
+        // A replicated revision can sit at the largest generation there is: it can have no child.
+        guard parentPos < maximumGeneration else {
+            throw CouchError.badRequest(
+                "Revision \(parent?.rev ?? "") is at the largest generation; it cannot be edited")
+        }
+        let pos = parentPos + 1
         let atts = try resolveAttachments(attachments, parent: parent, entry: entry, newPos: pos)
         let hash = newRevHash(deleted: deleted, parent: parent?.rev, body: body, atts: atts)
         let node = RevNode(pos: pos, hash: hash, parent: parent?.rev, deleted: deleted, body: body, atts: atts)

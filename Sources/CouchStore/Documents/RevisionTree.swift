@@ -207,9 +207,16 @@ func revIDBytes(_ hash: String) -> [UInt8] {
 }
 
 /// Splits `N-hash` into its parts.
+/// The largest revision generation the engine takes, 2^62 - 1. CouchDB's are unbounded integers, but no document
+/// is edited anywhere near this often; with it, a child's generation, a path's first one and a sequence of them
+/// never overflow, whatever a client or a replication peer sends.
+let maximumGeneration = Int.max >> 1
+
+/// A revision string's generation and hash; nil when it is not one (no dash, or a generation that is not an
+/// integer from 0 to `maximumGeneration`).
 func parseRev(_ rev: String) -> (pos: Int, hash: String)? {
     guard let dash = rev.firstIndex(of: "-") else { return nil }
-    guard let pos = Int(rev[rev.startIndex..<dash]), pos >= 0 else { return nil }
+    guard let pos = Int(rev[rev.startIndex..<dash]), pos >= 0, pos <= maximumGeneration else { return nil }
     let hash = String(rev[rev.index(after: dash)...])
     return (pos, hash)
 }

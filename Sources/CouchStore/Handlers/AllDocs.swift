@@ -57,7 +57,24 @@ struct ViewArgs {
         reduce = try request.booleanQuery("reduce")
         group = try request.booleanQuery("group") ?? false
         _ = try request.booleanQuery("sorted")  // read for its errors only
-        if let g = request.queryValue("group_level") { groupLevel = Int(g) }
+        if let g = request.queryValue("group_level") {
+            guard let n = Int(g), n >= 0 else {
+                throw CouchError.queryParse("Invalid value for positive integer: \"\(g)\"")
+            }
+            groupLevel = n
+        }
+    }
+
+    /// A count from a JSON body (`limit`, `skip`, `group_level`): an integer of 0 or more, as CouchDB's
+    /// `parse_pos_int` takes it (which writes a JSON number as it is, a string with quotes).
+    private static func count(_ value: JSON) throws(CouchError) -> Int {
+        guard let n = value.intValue else {
+            throw CouchError.queryParse("Invalid value for integer: \(value.serialized)")
+        }
+        guard n >= 0, let count = Int(exactly: n) else {
+            throw CouchError.queryParse("Invalid value for positive integer: \(value.serialized)")
+        }
+        return count
     }
 
     /// Overlays members of a JSON object (POST bodies and `queries` entries).
@@ -76,8 +93,8 @@ struct ViewArgs {
             case "endkey_docid", "end_key_doc_id": endDocID = value.stringValue
             case "inclusive_end": inclusiveEnd = try BooleanParameter.parse(value) ?? true
             case "descending": descending = try BooleanParameter.parse(value) ?? false
-            case "limit": limit = value.intValue.map { Int($0) }
-            case "skip": skip = Int(value.intValue ?? 0)
+            case "limit": limit = try Self.count(value)
+            case "skip": skip = try Self.count(value)
             case "include_docs": includeDocs = try BooleanParameter.parse(value) ?? false
             case "conflicts": conflicts = try BooleanParameter.parse(value) ?? false
             case "update_seq": updateSeq = try BooleanParameter.parse(value) ?? false
@@ -85,7 +102,7 @@ struct ViewArgs {
             case "att_encoding_info": attEncodingInfo = try BooleanParameter.parse(value) ?? false
             case "reduce": reduce = try BooleanParameter.parse(value)
             case "group": group = try BooleanParameter.parse(value) ?? false
-            case "group_level": groupLevel = value.intValue.map { Int($0) }
+            case "group_level": groupLevel = try Self.count(value)
             default: break
             }
         }
@@ -146,7 +163,7 @@ extension CouchEngine {
         }
         let skipped = Array(selected.dropFirst(args.skip))
         let limited = args.limit.map { Array(skipped.prefix($0)) } ?? skipped
-        return (min(firstIndex + args.skip, ordered.count), limited)
+        return (firstIndex + min(args.skip, ordered.count - firstIndex), limited)
     }
 
     /// `{"total_rows":…,"offset":…,"rows":[…]}` written the way CouchDB streams it (one row per line).

@@ -153,11 +153,12 @@ extension CouchEngine {
         let spec = header.dropFirst(6)
         let parts = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count == 2 else { return nil }
+        // A number that is not a byte count (negative, or past Int) makes the header one to ignore.
         if parts[0].isEmpty {
-            guard let n = Int(parts[1]) else { return nil }
-            return (max(length - n, 0), length - 1)
+            guard let n = Int(parts[1]), n >= 0 else { return nil }
+            return (length - min(n, length), length - 1)
         }
-        guard let start = Int(parts[0]) else { return nil }
+        guard let start = Int(parts[0]), start >= 0 else { return nil }
         let end = parts[1].isEmpty ? length - 1 : min(Int(parts[1]) ?? length - 1, length - 1)
         return (start, end)
     }

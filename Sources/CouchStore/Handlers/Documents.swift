@@ -88,6 +88,11 @@ extension CouchEngine {
                 guard let start = value["start"]?.intValue, let ids = value["ids"]?.arrayValue else {
                     throw CouchError(400, "doc_validation", "_revisions member must be an object with start and ids")
                 }
+                // CouchDB's generations are unbounded integers; this engine's stop at `maximumGeneration`.
+                guard start >= 0, start <= maximumGeneration else {
+                    throw CouchError(
+                        400, "doc_validation", "_revisions.start must be a generation from 0 to \(maximumGeneration)")
+                }
                 var revs: [String] = []
                 for (i, id) in ids.enumerated() {
                     guard let h = id.stringValue else {

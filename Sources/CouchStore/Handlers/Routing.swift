@@ -227,9 +227,20 @@ extension CouchEngine {
         // `?q=`, else the host's default (a node's `[cluster] q`), else CouchDB 3's default of 2; `?n=` (at most one
         // copy per node), else the host's default (3 on a cluster, as CouchDB's), 1 alone.
         let defaults = host?.placementDefaults() ?? (q: 2, n: 1, maxCopies: 1)
-        let q = Int(request.queryValue("q") ?? "") ?? defaults.q
-        let n = min(Int(request.queryValue("n") ?? "") ?? defaults.n, defaults.maxCopies)
-        guard q > 0 else { throw CouchError.badRequest("`q` must be a positive integer") }
+        func positive(_ name: String, _ fallback: Int) throws(CouchError) -> Int {
+            guard let text = request.queryValue(name) else { return fallback }
+            guard let value = Int(text), value > 0 else {
+                throw CouchError.badRequest("The `\(name)` value should be a positive integer.")
+            }
+            return value
+        }
+        let q = try positive("q", min(max(defaults.q, 1), SequenceToken.maximumShards))
+        let n = min(try positive("n", defaults.n), defaults.maxCopies)
+        // CouchDB takes any q; a sequence of this engine holds each shard's position, for up to 255 shards.
+        guard q <= SequenceToken.maximumShards else {
+            throw CouchError.badRequest(
+                "The `q` value should be a positive integer of at most \(SequenceToken.maximumShards).")
+        }
         switch createDatabase(name: name, partitioned: partitioned, q: q, n: n) {
         case .success:
             return Reply.json(201, Reply.ok, headers: [("Location", request.baseURL + "/" + encodePathSegment(name))])
@@ -304,6 +315,9 @@ package enum SequenceToken {
         return "\(n)-g1AAAA" + Crypto.base64URL(bytes)
     }
 
+    /// The most shards a database can have: a sequence's opaque part counts them in one byte.
+    static let maximumShards = 255
+
     /// A sequence of a sharded database, in CouchDB's shape: `N-opaque`, where N is the sum of
     /// the shards' own sequences and the opaque part carries each shard's position.
     static func encode(position: [Int], db: String) -> String {
@@ -316,7 +330,12 @@ package enum SequenceToken {
                 v >>= 8
             }
         }
-        return "\(position.reduce(0, +))-g1AAAA" + Crypto.base64URL(bytes)
+        // A position echoes what a client's `since` said, up to Int.max a shard: the sum saturates.
+        let sum = position.reduce(0) { total, value in
+            let (next, overflow) = total.addingReportingOverflow(max(value, 0))
+            return overflow ? Int.max : next
+        }
+        return "\(sum)-g1AAAA" + Crypto.base64URL(bytes)
     }
 
     /// Where a `since` value points: shard positions (a sequence this server issued for a

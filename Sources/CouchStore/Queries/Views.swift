@@ -195,7 +195,8 @@ extension CouchEngine {
         }
         let kept = Array(selected.dropFirst(args.skip).prefix(args.limit ?? Int.max))
         let head = rowsHead(
-            totalRows: .int(Int64(rows.count)), offset: .int(Int64(offset + args.skip)),
+            totalRows: .int(Int64(rows.count)),
+            offset: .int(Int64(offset + min(args.skip, max(rows.count - offset, 0)))),
             updateSeq: args.updateSeq
                 ? SequenceToken.encode(position: db.withLock { db.currentPosition }, db: db.name) : nil)
         return ViewOutput { out in

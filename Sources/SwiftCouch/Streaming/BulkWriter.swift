@@ -315,8 +315,11 @@ public actor BulkWriter<Document: Encodable & Sendable> {
             case .string(let storedRevision)? = storedFields["_rev"],
             let sent = try? JSONDecoder().decode(JSONValue.self, from: body), case .object(var sentFields) = sent
         else { return nil }
+        // Both generations come from the server: compared without arithmetic that could overflow.
         let parentGeneration = item.parentRevision.flatMap { Int($0.prefix { $0 != "-" }) } ?? 0
-        guard Int(storedRevision.prefix { $0 != "-" }) == parentGeneration + 1 else { return nil }
+        guard let storedGeneration = Int(storedRevision.prefix { $0 != "-" }), storedGeneration >= 1,
+            storedGeneration - 1 == parentGeneration
+        else { return nil }
         if let parent = item.parentRevision {
             // `_revisions.ids` lists the hashes newest first: the parent must be second.
             guard case .object(let history)? = storedFields["_revisions"], case .array(let ids)? = history["ids"],

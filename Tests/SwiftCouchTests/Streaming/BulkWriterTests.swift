@@ -201,4 +201,30 @@ struct BulkWriterTests {
             #expect(results[0].error?.error == "conflict")
         }
     }
+
+    /// A hostile server's generations at the ends of Int: the lost-write check compares them without a trap,
+    /// and a conflict stays a conflict.
+    @Test(
+        "A conflict on a resent row whose generations are at the ends of Int stays a conflict",
+        arguments: [
+            ("9223372036854775807-parent", "9223372036854775807-new"), ("1-parent", "-9223372036854775808-new"),
+        ])
+    func conflictOnResendAtTheEnds(parent: String, stored: String) async throws {
+        let bulkCallCount = Counter()
+        let transport = SimulatedTransport(responder: { request in
+            if request.method == .get {
+                return .json(200, #"{"_id":"x","_rev":"\#(stored)","v":7,"_revisions":{"start":1,"ids":["new"]}}"#)
+            }
+            return .json(
+                201,
+                bulkCallCount.increment() == 1
+                    ? #"[{"id":"x","error":"timeout","reason":"lost"}]"#
+                    : #"[{"id":"x","error":"conflict","reason":"Document update conflict."}]"#)
+        })
+        let client = Simulation.client(transport: transport)
+        let writer = BulkWriter<Loose>(client: client, database: "db", options: Self.fastOptions())
+        try await writer.add(Loose(_id: "x", _rev: parent, v: 7))
+        let results = try await writer.finish()
+        #expect(results[0].error?.error == "conflict")
+    }
 }

@@ -151,8 +151,11 @@ extension ServerEngine {
             if let creds = credentials(for: user), let stamp = Int(timeHex, radix: 16) {
                 let now = Int(clock.now)
                 let timeout = options.sessionTimeout
-                if now < stamp + timeout, sessions.sign(user + ":" + timeHex, salt: creds.salt) == hash {
-                    let timeLeft = stamp + timeout - now
+                // The cookie's time is the client's to write: its expiry saturates rather than overflows.
+                let (sum, overflow) = stamp.addingReportingOverflow(timeout)
+                let expiry = overflow ? (stamp > 0 ? Int.max : Int.min) : sum
+                if now < expiry, sessions.sign(user + ":" + timeHex, salt: creds.salt) == hash {
+                    let timeLeft = expiry - now
                     var refresh: String?
                     if Double(timeLeft) < Double(timeout) * 0.9 {
                         refresh = sessionCookieHeader(sessions.cookieValue(name: user, salt: creds.salt, time: now))

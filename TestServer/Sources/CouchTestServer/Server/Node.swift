@@ -216,8 +216,20 @@ extension ServerEngine {
                 since = n
             }
         }
-        let timeout = Double(Int(request.queryValue("timeout") ?? "") ?? 60000) / 1000
-        let heartbeat = request.queryValue("heartbeat").flatMap { $0 == "true" ? 60000 : Int($0) }
+        // Milliseconds, as global_changes_httpd's to_non_neg_int reads them: anything but an integer of 0 or more is
+        // a 400. A heartbeat of 0 is taken as 100 ms (CouchDB sends at most one per tick of its feed's timer).
+        func milliseconds(_ name: String) throws(CouchError) -> Int? {
+            guard let text = request.queryValue(name) else { return nil }
+            guard let value = Int(text), value >= 0 else { throw CouchError.badRequest("invalid_integer") }
+            return value
+        }
+        let timeout = Double(try milliseconds("timeout") ?? 60000) / 1000
+        let heartbeat: Int?
+        switch request.queryValue("heartbeat") {
+        case "true": heartbeat = 60000
+        case "false": heartbeat = nil
+        default: heartbeat = try milliseconds("heartbeat").map { max($0, 100) }
+        }
         @Sendable func row(_ e: (db: String, type: String, seq: Int)) -> JSON {
             .object([
                 ("db_name", .string(e.db)), ("type", .string(e.type)),
