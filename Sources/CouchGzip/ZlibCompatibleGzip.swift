@@ -49,7 +49,8 @@ public enum ZlibCompatibleGzip {
         /// The length of the gzip member for an input of `length` bytes longer than ``compressionLimit``: the
         /// header, the stored blocks (5 bytes each before at most 65535 bytes of input), the trailer.
         public static func encodedLength(ofInput length: Int) -> Int {
-            let n = max(length, 0)
+            // At most Int.max / 2 (no real input comes near), so the sum cannot overflow.
+            let n = min(max(length, 0), Int.max / 2)
             return 10 + n + 5 * max(1, (n + 65534) / 65535) + 8
         }
 

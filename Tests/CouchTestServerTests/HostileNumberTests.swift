@@ -210,3 +210,167 @@ import Testing
         }
     }
 }
+
+/// A database file whose checksums are right but whose numbers are not what the engine writes (a file damaged where
+/// no checksum sees, or written by someone else): opening it, or the first request, is an error, never a trap.
+@Suite(.ownThreads) struct HostileFileTests {
+    /// A data directory whose database `db` has a document `d` with an attachment, then the records `extra`
+    /// appended (in one committed group) and the index snapshot removed; runs `body` on an engine opened over it.
+    private func withDamaged(_ extra: [(StoreRecordKind, String)], _ body: (ServerEngine) throws -> Void) throws {
+        let dir = makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            let engine = try ServerEngine(options: testOptions(dir))
+            engine.send("PUT", "/db")
+            engine.send("PUT", "/db/d", json: ["v": 1])
+            engine.close()
+        }
+        let url = DataDirectory(root: dir).fileURL(for: "db")
+        let file = try StoreFile.open(at: url) { _, _, _, _ in }
+        for (kind, text) in extra {
+            var payload = Array(text.utf8)
+            if kind == .document, let split = text.firstIndex(of: "\n") {
+                // A document record: the head's length, the head, the bodies.
+                let head = Array(text[..<split].utf8)
+                payload = []
+                appendUInt32(&payload, UInt32(head.count))
+                payload += head + Array(text[text.index(after: split)...].utf8)
+            }
+            _ = file.append(kind, payload)
+        }
+        try file.sync()
+        file.close()
+        try? FileManager.default.removeItem(at: URL(fileURLWithPath: url.path + ".index"))
+        let engine = try ServerEngine(options: testOptions(dir))
+        defer { engine.close() }
+        try body(engine)
+    }
+
+    /// Every request that reads the database answers; none traps. Returns the statuses.
+    @discardableResult
+    private func probe(_ engine: ServerEngine) -> [Int] {
+        [
+            engine.send("GET", "/db").status, engine.send("GET", "/db/d").status,
+            engine.send("GET", "/db/x?attachments=true").status,
+            engine.send("GET", "/db/x/t.txt", headers: [("Accept-Encoding", "gzip")]).status,
+            engine.send("GET", "/db/_changes").status, engine.send("PUT", "/db/new", json: [:]).status,
+        ]
+    }
+
+    @Test("Sequences out of range in a state record or a document record: the database is an error, not a trap")
+    func sequences() throws {
+        let max = Int64.max
+        for records: [(StoreRecordKind, String)] in [
+            [(.json, #"{"op":"state","update_seq":\#(max)}"#), (.json, #"{"op":"forget","id":"d","purge":true}"#)],
+            [(.json, #"{"op":"state","update_seq":\#(max)}"#)],
+            [(.json, #"{"op":"state","purge_seq":-1}"#)],
+            [(.json, #"{"op":"state","shards":[[-1],[\#(max)]]}"#)],
+            [(.document, "{\"id\":\"a\",\"seq\":-1,\"add\":[{\"r\":\"1-x\",\"bi\":0,\"bs\":2}]}\n[{}]")],
+            [(.document, "{\"id\":\"a\",\"seq\":\(max),\"add\":[{\"r\":\"1-x\",\"bi\":0,\"bs\":2}]}\n[{}]")],
+        ] {
+            try withDamaged(records) { engine in
+                let statuses = probe(engine)
+                #expect(statuses.allSatisfy { $0 < 600 }, "\(records): \(statuses)")
+                #expect(statuses[0] == 500, "\(records): \(statuses)")
+            }
+        }
+    }
+
+    @Test("Offsets, sizes and lengths out of range in a document record: reading it is an error, not a trap")
+    func offsetsAndLengths() throws {
+        let max = Int64.max
+        let min = Int64.min
+        let heads = [
+            // A body at an offset before the file's start, or at Int64.min.
+            #"{"id":"x","seq":9,"add":[{"r":"1-x","bi":0,"bo":\#(min),"bs":2}]}"#,
+            #"{"id":"x","seq":9,"add":[{"r":"1-x","bi":0,"bo":3,"bs":2}]}"#,
+            // Body sizes that would overflow the database's size.
+            #"{"id":"x","seq":9,"add":[{"r":"1-x","bi":0,"bs":\#(max)},{"r":"2-y","pi":0,"bi":0,"bs":\#(max)}]}"#,
+            // Attachments of Int64.max bytes in one chunk at an impossible offset, compressible and not.
+            #"{"id":"x","seq":9,"add":[{"r":"1-x","bi":0,"bs":2,"a":[{"n":"t.txt","ct":"text/plain","dg":"md5-x","len":\#(max),"ck":[\#(min),8]}]}]}"#,
+            #"{"id":"x","seq":9,"add":[{"r":"1-x","bi":0,"bs":2,"a":[{"n":"t.txt","ct":"image/png","dg":"md5-x","len":\#(max),"ck":[8],"eck":[-5],"elen":-1}]}]}"#,
+        ]
+        for head in heads {
+            try withDamaged([(.document, head + "\n[{}]")]) { engine in
+                let statuses =
+                    probe(engine) + [
+                        engine.send("GET", "/db/x").status,
+                        engine.send("GET", "/db/x/t.txt", headers: [("Range", "bytes=0-10")]).status,
+                        engine.send("POST", "/db/_bulk_get", json: ["docs": [["id": "x"]]]).status,
+                    ]
+                #expect(statuses.allSatisfy { $0 < 600 }, "\(head): \(statuses)")
+            }
+        }
+    }
+
+    @Test("A database file whose first record names 2^42 shards is not opened as one")
+    func hugeShardCount() throws {
+        let dir = makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try DataDirectory(root: dir).prepare()
+        for q in ["4398046511104", "0", "-3"] {
+            let url = DataDirectory(root: dir).fileURL(for: "huge")
+            try? FileManager.default.removeItem(at: url)
+            let file = try StoreFile.create(at: url)
+            _ = file.append(.json, Array(#"{"op":"meta","name":"huge","q":\#(q),"n":1,"file":"f"}"#.utf8))
+            try file.sync()
+            file.close()
+            let engine = try ServerEngine(options: testOptions(dir))
+            defer { engine.close() }
+            let status = engine.send("GET", "/huge").status
+            #expect([404, 500].contains(status), "q=\(q): \(status)")
+        }
+    }
+
+    @Test("A small attachment whose chunk is damaged, asked for a range: a 500, not a trap")
+    func damagedSmallAttachmentRange() throws {
+        let dir = makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let url = DataDirectory(root: dir).fileURL(for: "db")
+        let payload = Data((0..<5000).map { UInt8($0 % 251) })
+        do {
+            let engine = try ServerEngine(options: testOptions(dir))
+            engine.send("PUT", "/db")
+            engine.send("PUT", "/db/a/f.bin", body: payload, headers: [("Content-Type", "application/octet-stream")])
+            engine.close()
+        }
+        var bytes = try Data(contentsOf: url)
+        let at = try #require(bytes.range(of: payload.prefix(64))).lowerBound + 100
+        bytes[at] ^= 0x55
+        try bytes.write(to: url)
+        let engine = try ServerEngine(options: testOptions(dir))
+        defer { engine.close() }
+        let answer = engine.send("GET", "/db/a/f.bin", headers: [("Range", "bytes=0-10")])
+        #expect(answer.status == 500, "\(answer.text)")
+    }
+
+    @Test("_changes: a timeout or heartbeat past what a Date can wait on is CouchDB's 60 s cap, not a trap")
+    func changesWaits() throws {
+        let engine = try ServerEngine(options: testOptions())
+        defer { engine.close() }
+        engine.send("PUT", "/db")
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) { engine.send("PUT", "/db/late", json: [:]) }
+        let longpoll = engine.send("GET", "/db/_changes?feed=longpoll&since=now&timeout=10000000000000")
+        #expect(longpoll.status == 200 && longpoll.text.contains("late"), "\(longpoll.text)")
+        // Each feed waits (on a deadline 60 s away) until a write 0.3 s later wakes it; the read, over by then, refuses
+        // the row, which ends the feed.
+        let max = Int.max
+        for (index, path) in [
+            "/db/_changes?feed=continuous&since=now&heartbeat=\(max)",
+            "/db/_changes?feed=longpoll&since=now&heartbeat=\(max)",
+            "/db/_changes?feed=continuous&since=now&timeout=\(max)",
+        ].enumerated() {
+            DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) { engine.send("PUT", "/db/w\(index)", json: [:]) }
+            let started = Date()
+            let reply = engine.send("GET", path, streamSeconds: 0.1)
+            #expect(reply.status == 200, "\(path): \(reply.text)")
+            #expect(Date().timeIntervalSince(started) < 30, "\(path)")
+        }
+        engine.send("PUT", "/_global_changes")
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) { engine.send("PUT", "/woken") }
+        let started = Date()
+        let updates = engine.send("GET", "/_db_updates?feed=continuous&heartbeat=\(max)", streamSeconds: 0.1)
+        #expect(updates.status == 200, "\(updates.text)")
+        #expect(Date().timeIntervalSince(started) < 30)
+    }
+}

@@ -872,13 +872,18 @@ final class Database: @unchecked Sendable {
         guard head["file"]?.stringValue != nil, let db = described(by: head),
             snapshot.shardLogs.count == db.shardLogs.count
         else { return nil }
-        db.updateSeq = Int(head["update_seq"]?.intValue ?? 0)
-        db.purgeSeq = Int(head["purge_seq"]?.intValue ?? 0)
-        db.docCount = Int(head["doc_count"]?.intValue ?? 0)
-        db.delCount = Int(head["del_count"]?.intValue ?? 0)
-        db.externalSize = Int(head["external_size"]?.intValue ?? 0)
-        db.revsLimit = Int(head["revs_limit"]?.intValue ?? 1000)
-        db.purgedInfosLimit = Int(head["purged_infos_limit"]?.intValue ?? 1000)
+        // A snapshot's numbers are the file's word, read as any record's (a snapshot out of range is not used).
+        let numbers = ["update_seq", "purge_seq", "doc_count", "del_count", "external_size"].map {
+            head[$0].map { $0.storedNumber } ?? 0
+        }
+        guard numbers.allSatisfy({ $0 != nil }) else { return nil }
+        db.updateSeq = numbers[0] ?? 0
+        db.purgeSeq = numbers[1] ?? 0
+        db.docCount = numbers[2] ?? 0
+        db.delCount = numbers[3] ?? 0
+        db.externalSize = numbers[4] ?? 0
+        db.revsLimit = head["revs_limit"]?.storedNumber ?? 1000
+        db.purgedInfosLimit = head["purged_infos_limit"]?.storedNumber ?? 1000
         if let security = head["security"] { db.security = security }
         for (id, doc) in head["local"]?.members ?? [] {
             db.local[id] = LocalDoc(rev: Int(doc["rev"]?.intValue ?? 0), body: doc["b"] ?? [:])
@@ -951,15 +956,17 @@ final class Database: @unchecked Sendable {
         switch kind {
         case .document:
             let head = try DocumentRecord.head(payload)
-            guard let id = head["id"]?.stringValue, let seq = head["seq"]?.intValue else {
+            guard let id = head["id"]?.stringValue, let seq = head["seq"]?.storedNumber else {
                 throw StoreFileError(description: "a document record without id or sequence at \(offset)")
             }
             var tree = DocEntry(id: id)
-            tree.seq = Int(seq)
+            tree.seq = seq
             for node in DocumentRecord.nodes(fromHead: head, file: file, offset: offset) {
                 tree.nodes[node.rev] = node
                 for att in node.atts { if case .stored(let blob) = att.bytes { blobs[att.digest] = blob } }
-                if case .stored(_, let at, _, let size) = node.storedBody, at == offset { externalSize += size }
+                if case .stored(_, let at, _, let size) = node.storedBody, at == offset {
+                    externalSize = min(externalSize + size, Int.max >> 1)  // a size is at most one record's
+                }
             }
             let before = docs.summary(id)
             let entry = DocTableEntry(offset: offset, seq: tree.seq, flags: DocumentTable.flags(of: tree))
@@ -971,10 +978,22 @@ final class Database: @unchecked Sendable {
             case "meta":
                 break
             case "state":
-                if let u = record["update_seq"]?.intValue { updateSeq = Int(u) }
-                if let p = record["purge_seq"]?.intValue { purgeSeq = Int(p) }
+                let damaged = StoreFileError(description: "a state record with a number out of range at \(offset)")
+                if let u = record["update_seq"] {
+                    guard let u = u.storedNumber else { throw damaged }
+                    updateSeq = u
+                }
+                if let p = record["purge_seq"] {
+                    guard let p = p.storedNumber else { throw damaged }
+                    purgeSeq = p
+                }
                 if let shards = record["shards"]?.arrayValue, shards.count == shardLogs.count {
-                    shardLogs = shards.map { ($0.arrayValue ?? []).compactMap { $0.intValue.map(Int.init) } }
+                    shardLogs = try shards.map { shard in
+                        let values = shard.arrayValue ?? []
+                        let log = values.compactMap(\.storedNumber)
+                        guard log.count == values.count else { throw damaged }
+                        return log
+                    }
                 }
             case "forget":
                 if let id = record["id"]?.stringValue {
@@ -999,9 +1018,9 @@ final class Database: @unchecked Sendable {
                 blobs[d] = data
             }
         case "doc":
-            guard let id = record["id"]?.stringValue, let seq = record["seq"]?.intValue else { return }
+            guard let id = record["id"]?.stringValue, let seq = record["seq"]?.storedNumber else { return }
             let nodes = (record["add"]?.arrayValue ?? []).compactMap { Database.decode($0, blobs: blobs) }
-            apply(id: id, nodes: nodes, seq: Int(seq))
+            apply(id: id, nodes: nodes, seq: seq)
         case "purge":
             guard let id = record["id"]?.stringValue else { return }
             applyPurge(id: id, revs: (record["revs"]?.arrayValue ?? []).compactMap(\.stringValue))

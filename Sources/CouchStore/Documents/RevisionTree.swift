@@ -102,7 +102,9 @@ struct StoredBlob: Sendable {
 
     func read() throws(StoreFileError) -> Data {
         var out = Data()
-        out.reserveCapacity(length)
+        // The length is the file's word: reserve no more than the chunks can hold.
+        let (capacity, overflow) = chunks.count.multipliedReportingOverflow(by: StoreFile.blobChunkSize)
+        out.reserveCapacity(overflow ? length : min(length, capacity))
         for offset in chunks {
             let (kind, payload) = try file.read(at: offset)
             guard kind == .blob, let digestLength = payload.first, payload.count > Int(digestLength) else {

@@ -31,6 +31,10 @@ struct ChangesArgs {
 }
 
 extension CouchEngine {
+    /// CouchDB's `[chttpd] changes_timeout` default, in milliseconds: the longest a feed's `timeout` or `heartbeat`
+    /// waits.
+    package static let changesTimeout = 60000
+
     private func parseChangesArgs(_ ctx: RequestContext, _ db: Database) throws(CouchError) -> ChangesArgs {
         let request = ctx.request
         var args = ChangesArgs()
@@ -61,18 +65,20 @@ extension CouchEngine {
         args.render.conflicts = request.flag("conflicts")
         args.render.attachments = request.flag("attachments")
         args.render.attEncodingInfo = request.flag("att_encoding_info")
+        // Both are at most CouchDB's `[chttpd] changes_timeout` (60 s), as couch_changes:get_changes_timeout takes
+        // them: a longer wait is a 60 s one (and a deadline past what a Date can be waited on is never made).
         if let h = request.queryValue("heartbeat") {
             if h == "true" {
-                args.heartbeat = 60000
+                args.heartbeat = Self.changesTimeout
             } else if let n = Int(h), n > 0 {
-                args.heartbeat = n
+                args.heartbeat = min(n, Self.changesTimeout)
             } else if h != "false" {
                 throw CouchError.badRequest("Invalid heartbeat value. Expecting a positive integer value (or `true`).")
             }
         }
         if let t = request.queryValue("timeout") {
             guard let n = Int(t), n >= 0 else { throw CouchError.badRequest("Invalid timeout value: \(t)") }
-            args.timeout = n
+            args.timeout = min(n, Self.changesTimeout)
         }
         var body: JSON = [:]
         if ctx.method == "POST", !request.body.isEmpty {

@@ -33,15 +33,15 @@ struct IndexSnapshot {
         appendUInt32(&out, UInt32(shardLogs.count))
         for log in shardLogs {
             appendUInt32(&out, UInt32(log.count))
-            for seq in log { appendUInt64(&out, UInt64(seq)) }
+            for seq in log { appendUInt64(&out, UInt64(clamping: seq)) }
         }
         appendUInt32(&out, UInt32(documents.count))
         for (id, entry) in documents {
             let idBytes = Array(id.utf8)
             appendUInt32(&out, UInt32(idBytes.count))
             out += idBytes
-            appendUInt64(&out, UInt64(entry.offset))
-            appendUInt64(&out, UInt64(entry.seq))
+            appendUInt64(&out, UInt64(clamping: entry.offset))
+            appendUInt64(&out, UInt64(clamping: entry.seq))
             out.append(entry.flags)
         }
         appendUInt32(&out, UInt32(blobs.count))
@@ -49,9 +49,9 @@ struct IndexSnapshot {
             let d = Array((blob.digest + (blob.tag.map { " " + $0 } ?? "")).utf8)
             appendUInt32(&out, UInt32(d.count))
             out += d
-            appendUInt64(&out, UInt64(blob.length))
+            appendUInt64(&out, UInt64(clamping: blob.length))
             appendUInt32(&out, UInt32(blob.chunks.count))
-            for chunk in blob.chunks { appendUInt64(&out, UInt64(chunk)) }
+            for chunk in blob.chunks { appendUInt64(&out, UInt64(clamping: chunk)) }
         }
         appendUInt32(&out, StoreFile.crc32(out[...]))
         return out

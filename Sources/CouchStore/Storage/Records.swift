@@ -132,27 +132,29 @@ enum DocumentRecord {
             }
             let atts: [Attachment] = (node["a"]?.arrayValue ?? []).compactMap { a in
                 guard let name = a["n"]?.stringValue, let digest = a["dg"]?.stringValue,
-                    let length = a["len"]?.intValue, length >= 0
+                    let length = a["len"]?.storedNumber
                 else { return nil }
-                let chunks = (a["ck"]?.arrayValue ?? []).compactMap(\.intValue)
+                // A chunk offset out of range is left out: the attachment then reads short, a clear error.
+                let chunks = (a["ck"]?.arrayValue ?? []).compactMap(\.storedNumber).map(Int64.init)
                 var att = Attachment(
                     name: name, contentType: a["ct"]?.stringValue ?? "application/octet-stream",
-                    revpos: Int(a["rp"]?.intValue ?? 1), digest: digest, length: Int(length),
+                    revpos: a["rp"]?.storedNumber ?? 1, digest: digest, length: length,
                     bytes: .stored(
                         StoredBlob(file: file, chunks: chunks, length: Int(length), tag: a["tg"]?.stringValue)))
-                if let encodedChunks = a["eck"]?.arrayValue, let encodedLength = a["elen"]?.intValue, encodedLength >= 0
-                {
+                if let encodedChunks = a["eck"]?.arrayValue, let encodedLength = a["elen"]?.storedNumber {
                     att.received = .stored(
                         StoredBlob(
-                            file: file, chunks: encodedChunks.compactMap(\.intValue), length: Int(encodedLength),
+                            file: file, chunks: encodedChunks.compactMap(\.storedNumber).map(Int64.init),
+                            length: encodedLength,
                             tag: a["etg"]?.stringValue))
                 }
                 return att
             }
             var body: StoredBody?
             if let index = node["bi"]?.intValue, index >= 0, index <= Int64(Int32.max) {
-                let size = Int(node["bs"]?.intValue ?? 0)
-                body = .stored(file, offset: node["bo"]?.intValue ?? offset, index: Int(index), size: size)
+                let size = min(node["bs"]?.storedNumber ?? 0, StoreFile.maximumRecordSize)
+                let at = node["bo"].map { $0.storedNumber.map(Int64.init) ?? -1 } ?? offset  // -1: read as an error
+                body = .stored(file, offset: at, index: Int(index), size: size)
             }
             out.append(
                 RevNode(
@@ -169,11 +171,11 @@ enum DocumentRecord {
             throw StoreFileError(description: "\(file.url.lastPathComponent): no document record at \(offset)")
         }
         let head = try Self.head(payload)
-        guard head["id"]?.stringValue == id, let seq = head["seq"]?.intValue else {
+        guard head["id"]?.stringValue == id, let seq = head["seq"]?.storedNumber else {
             throw StoreFileError(description: "\(file.url.lastPathComponent): the record at \(offset) is not \(id)'s")
         }
         var tree = DocEntry(id: id)
-        tree.seq = Int(seq)
+        tree.seq = seq
         for node in nodes(fromHead: head, file: file, offset: offset) { tree.nodes[node.rev] = node }
         return tree
     }
@@ -283,5 +285,16 @@ enum StoredJSON {
             position += 1
         }
         return nil
+    }
+}
+
+extension JSON {
+    /// A count, size, sequence or offset as the engine writes them in its records: an integer from 0 to 2^62 - 1;
+    /// nil for anything else, which only a file damaged where its checksums cannot see, or written by someone else,
+    /// holds. Read through this, no number from a file can overflow the engine's arithmetic or become a negative
+    /// count.
+    var storedNumber: Int? {
+        guard let value = intValue, value >= 0, value <= Int64(Int.max >> 1) else { return nil }
+        return Int(value)
     }
 }

@@ -61,11 +61,15 @@ extension Database {
     /// An empty database as a database record (or an index snapshot's head) describes it: name,
     /// creation time, partitioning, shards and copies, and the file's identity when it names one.
     static func described(by meta: JSON) -> Database? {
-        guard let name = meta["name"]?.stringValue else { return nil }
+        // Shard and copy counts the engine could have written (a foreign q must not become that many shards).
+        let q = meta["q"].map { $0.storedNumber ?? 0 } ?? 2
+        let n = meta["n"].map { $0.storedNumber ?? 0 } ?? 1
+        guard let name = meta["name"]?.stringValue, (1...SequenceToken.maximumShards).contains(q), n >= 1 else {
+            return nil
+        }
         let db = Database(
-            name: name, instanceStartTime: Int(meta["created"]?.intValue ?? 0),
-            partitioned: meta["partitioned"]?.boolValue ?? false, q: Int(meta["q"]?.intValue ?? 2),
-            n: Int(meta["n"]?.intValue ?? 1))
+            name: name, instanceStartTime: meta["created"]?.storedNumber ?? 0,
+            partitioned: meta["partitioned"]?.boolValue ?? false, q: q, n: n)
         if let id = meta["file"]?.stringValue { db.fileID = id }
         return db
     }

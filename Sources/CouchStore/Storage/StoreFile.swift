@@ -396,6 +396,8 @@ final class StoreFile: @unchecked Sendable {
 
     /// The record at `offset`: its kind and payload (without the kind byte), checksum verified.
     func read(at offset: Int64) throws(StoreFileError) -> (kind: StoreRecordKind, payload: ArraySlice<UInt8>) {
+        // An offset comes from the file's own records, which a damaged or foreign file can set to anything.
+        guard offset >= Self.headerSize else { throw impossibleLength(at: offset) }
         lock.lock()
         if isClosed {
             lock.unlock()
@@ -518,6 +520,7 @@ final class StoreFile: @unchecked Sendable {
     func readData(at offset: Int64, buffers: ReadBufferPool? = nil) throws(StoreFileError) -> (
         kind: StoreRecordKind, payload: Data
     ) {
+        guard offset >= Self.headerSize else { throw impossibleLength(at: offset) }
         lock.lock()
         if isClosed {
             lock.unlock()

@@ -217,11 +217,12 @@ extension ServerEngine {
             }
         }
         // Milliseconds, as global_changes_httpd's to_non_neg_int reads them: anything but an integer of 0 or more is
-        // a 400. A heartbeat of 0 is taken as 100 ms (CouchDB sends at most one per tick of its feed's timer).
+        // a 400; at most 60 s (the feed under it takes them so). A heartbeat of 0 is taken as 100 ms (CouchDB sends
+        // at most one per tick of its feed's timer).
         func milliseconds(_ name: String) throws(CouchError) -> Int? {
             guard let text = request.queryValue(name) else { return nil }
             guard let value = Int(text), value >= 0 else { throw CouchError.badRequest("invalid_integer") }
-            return value
+            return min(value, CouchEngine.changesTimeout)
         }
         let timeout = Double(try milliseconds("timeout") ?? 60000) / 1000
         let heartbeat: Int?
